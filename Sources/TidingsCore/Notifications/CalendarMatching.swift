@@ -1,0 +1,85 @@
+import Foundation
+
+/// The date matching behind `UNCalendarNotificationTrigger`: the next instant whose
+/// wall-clock reading matches **only the components that are set**, with Foundation's
+/// `Calendar` semantics. Shared by `UNCalendarNotificationTrigger.nextTriggerDate()` and
+/// the engine's scheduler.
+public enum CalendarMatching {
+    /// The components that take part in matching. `calendar` and `timeZone` select how
+    /// they are read; everything else is ignored.
+    static let matchableComponents: [Calendar.Component] = [
+        .era, .year, .month, .day, .hour, .minute, .second, .nanosecond,
+        .weekday, .weekdayOrdinal, .quarter, .weekOfMonth, .weekOfYear, .yearForWeekOfYear,
+    ]
+
+    /// The first instant strictly after `date` that matches `components`.
+    ///
+    /// - Calendar: `components.calendar` if set, else the Gregorian calendar.
+    /// - Time zone: `components.timeZone` if set (a fixed zone: the trigger fires at that
+    ///   instant wherever the device is), else `defaultTimeZone` — the device's zone, so
+    ///   the components float with it, as on iOS. The calendar's own time zone is ignored.
+    /// - A wall time that does not exist (a daylight-saving gap) matches the next existing
+    ///   instant, as Foundation's `.nextTime` policy (02:30 on a spring-forward night where
+    ///   02:00 jumps to 03:00 fires at 03:00 that night).
+    /// - A wall time that occurs twice (the fall-back overlap) matches its first occurrence
+    ///   only.
+    /// - A date that does not exist this year (February 29) is skipped until it exists;
+    ///   components that can never match (month 2 day 30, hour 25) and dates wholly in the
+    ///   past return nil.
+    public static func nextDate(after date: Date, matching components: DateComponents, defaultTimeZone: TimeZone) -> Date? {
+        var calendar = components.calendar ?? Calendar(identifier: .gregorian)
+        calendar.timeZone = components.timeZone ?? defaultTimeZone
+        var matching = DateComponents()
+        var hasAny = false
+        for component in matchableComponents {
+            if let value = components.value(for: component) {
+                matching.setValue(value, for: component)
+                hasAny = true
+            }
+        }
+        if components.isLeapMonth == true { matching.isLeapMonth = true }
+        // Nothing to match: Foundation would answer "the next instant"; Apple's trigger
+        // has no date in that case.
+        guard hasAny, isPlausible(matching) else { return nil }
+
+        // `.nextTime` moves a missing wall time (DST gap) forward to the next existing
+        // instant — but it also turns a missing *day* (Feb 29 in a common year) into the
+        // start of the next day. Keep its answer only when every date-level component
+        // still matches; otherwise search strictly, which skips to a year that has the day.
+        if let candidate = calendar.nextDate(after: date, matching: matching, matchingPolicy: .nextTime, repeatedTimePolicy: .first, direction: .forward) {
+            if dateLevelComponentsMatch(candidate, matching, calendar) {
+                return candidate
+            }
+        }
+        return calendar.nextDate(after: date, matching: matching, matchingPolicy: .strict, repeatedTimePolicy: .first, direction: .forward)
+    }
+
+    /// Whether `components` can be used for matching at all: every value is in its
+    /// component's range (Gregorian ranges; other calendars are left to Foundation).
+    public static func isPlausible(_ components: DateComponents) -> Bool {
+        func inRange(_ value: Int?, _ range: ClosedRange<Int>) -> Bool { value.map(range.contains) ?? true }
+        return inRange(components.month, 1...13)
+            && inRange(components.day, 1...31)
+            && inRange(components.hour, 0...23)
+            && inRange(components.minute, 0...59)
+            && inRange(components.second, 0...60)
+            && inRange(components.nanosecond, 0...999_999_999)
+            && inRange(components.weekday, 1...7)
+            && inRange(components.weekdayOrdinal, -6...6)
+            && inRange(components.quarter, 1...4)
+            && inRange(components.weekOfMonth, 0...6)
+            && inRange(components.weekOfYear, 1...53)
+            && inRange(components.year, 1...Int(Int32.max))
+    }
+
+    private static func dateLevelComponentsMatch(_ date: Date, _ matching: DateComponents, _ calendar: Calendar) -> Bool {
+        let dateLevel: [Calendar.Component] = [.era, .year, .month, .day, .weekday, .weekdayOrdinal, .quarter, .weekOfMonth, .weekOfYear, .yearForWeekOfYear]
+        let actual = calendar.dateComponents(Set(dateLevel), from: date)
+        for component in dateLevel {
+            if let wanted = matching.value(for: component), actual.value(for: component) != wanted {
+                return false
+            }
+        }
+        return true
+    }
+}
