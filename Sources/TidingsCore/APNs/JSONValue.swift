@@ -1,0 +1,322 @@
+import Foundation
+
+/// A parsed JSON value that keeps what `JSONSerialization` blurs on Linux: integers apart
+/// from doubles apart from booleans, and strings apart from numbers (`"iat": "123"` vs
+/// `"iat": 123`, `"mutable-content": "1"` vs `1`). Objects keep their last value for a
+/// repeated key, as most JSON decoders do.
+public enum JSONValue: Sendable, Hashable {
+    case null
+    case bool(Bool)
+    case integer(Int64)
+    case double(Double)
+    case string(String)
+    case array([JSONValue])
+    case object([String: JSONValue])
+
+    public subscript(key: String) -> JSONValue? {
+        if case .object(let dict) = self { return dict[key] }
+        return nil
+    }
+
+    public var stringValue: String? { if case .string(let s) = self { s } else { nil } }
+    public var objectValue: [String: JSONValue]? { if case .object(let o) = self { o } else { nil } }
+    public var arrayValue: [JSONValue]? { if case .array(let a) = self { a } else { nil } }
+    public var boolValue: Bool? { if case .bool(let b) = self { b } else { nil } }
+
+    /// An integer, or a double with no fractional part that fits.
+    public var integerValue: Int64? {
+        switch self {
+        case .integer(let i): i
+        case .double(let d) where d.rounded() == d && abs(d) < 9.2e18: Int64(d)
+        default: nil
+        }
+    }
+
+    /// Any number as a double.
+    public var doubleValue: Double? {
+        switch self {
+        case .integer(let i): Double(i)
+        case .double(let d): d
+        default: nil
+        }
+    }
+
+    /// The property-list form used for `userInfo`; `null` has none (Apple's plist encoder
+    /// has no null), so object members and array elements that are null are dropped.
+    public var propertyListValue: PropertyListValue? {
+        switch self {
+        case .null: nil
+        case .bool(let b): .bool(b)
+        case .integer(let i): .integer(i)
+        case .double(let d): .double(d)
+        case .string(let s): .string(s)
+        case .array(let a): .array(a.compactMap(\.propertyListValue))
+        case .object(let o): .dictionary(o.compactMapValues(\.propertyListValue))
+        }
+    }
+}
+
+/// Why a JSON text could not be parsed, with the byte offset.
+public struct JSONParseError: Error, Sendable, Hashable, CustomStringConvertible {
+    public var offset: Int
+    public var message: String
+    public var description: String { "invalid JSON at byte \(offset): \(message)" }
+}
+
+extension JSONValue {
+    /// The deepest nesting accepted: deeper documents are rejected instead of recursing
+    /// without bound on hostile input.
+    public static let maximumDepth = 128
+
+    /// Parses a complete JSON text (RFC 8259), UTF-8, with surrounding whitespace.
+    public init(parsing bytes: some Collection<UInt8>) throws(JSONParseError) {
+        let array = Array(bytes)
+        var parser = JSONParser(bytes: array)
+        self = try parser.parseDocument()
+    }
+
+    /// Serializes compactly, keys sorted (deterministic output for storage and tests).
+    public var jsonText: String {
+        var out = ""
+        write(to: &out)
+        return out
+    }
+
+    private func write(to out: inout String) {
+        switch self {
+        case .null: out += "null"
+        case .bool(let b): out += b ? "true" : "false"
+        case .integer(let i): out += String(i)
+        case .double(let d):
+            if d.isFinite { out += d.rounded() == d && abs(d) < 1e15 ? String(format: "%.1f", d) : "\(d)" } else { out += "null" }
+        case .string(let s): out += "\"" + APNsError.escape(s) + "\""
+        case .array(let a):
+            out += "["
+            for (i, v) in a.enumerated() { if i > 0 { out += "," }; v.write(to: &out) }
+            out += "]"
+        case .object(let o):
+            out += "{"
+            for (i, key) in o.keys.sorted().enumerated() {
+                if i > 0 { out += "," }
+                out += "\"" + APNsError.escape(key) + "\":"
+                o[key]!.write(to: &out)
+            }
+            out += "}"
+        }
+    }
+}
+
+struct JSONParser {
+    let bytes: [UInt8]
+    var index = 0
+    var depth = 0
+
+    init(bytes: [UInt8]) { self.bytes = bytes }
+
+    mutating func parseDocument() throws(JSONParseError) -> JSONValue {
+        // A UTF-8 byte order mark is tolerated, as Foundation does.
+        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { index = 3 }
+        skipWhitespace()
+        let value = try parseValue()
+        skipWhitespace()
+        guard index == bytes.count else { throw fail("trailing characters") }
+        return value
+    }
+
+    func fail(_ message: String) -> JSONParseError { JSONParseError(offset: index, message: message) }
+
+    mutating func skipWhitespace() {
+        while index < bytes.count {
+            switch bytes[index] {
+            case 0x20, 0x09, 0x0A, 0x0D: index += 1
+            default: return
+            }
+        }
+    }
+
+    mutating func parseValue() throws(JSONParseError) -> JSONValue {
+        guard index < bytes.count else { throw fail("unexpected end") }
+        switch bytes[index] {
+        case UInt8(ascii: "{"): return try parseObject()
+        case UInt8(ascii: "["): return try parseArray()
+        case UInt8(ascii: "\""): return .string(try parseString())
+        case UInt8(ascii: "t"): try expect("true"); return .bool(true)
+        case UInt8(ascii: "f"): try expect("false"); return .bool(false)
+        case UInt8(ascii: "n"): try expect("null"); return .null
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return try parseNumber()
+        default: throw fail("unexpected character")
+        }
+    }
+
+    mutating func expect(_ literal: StaticString) throws(JSONParseError) {
+        let count = literal.utf8CodeUnitCount
+        guard index + count <= bytes.count else { throw fail("unexpected end") }
+        let lit = UnsafeBufferPointer(start: literal.utf8Start, count: count)
+        for i in 0..<count where bytes[index + i] != lit[i] { throw fail("invalid literal") }
+        index += count
+    }
+
+    mutating func enter() throws(JSONParseError) {
+        depth += 1
+        if depth > JSONValue.maximumDepth { throw fail("nesting too deep") }
+    }
+
+    mutating func parseObject() throws(JSONParseError) -> JSONValue {
+        try enter()
+        index += 1
+        var dict: [String: JSONValue] = [:]
+        skipWhitespace()
+        if index < bytes.count, bytes[index] == UInt8(ascii: "}") { index += 1; depth -= 1; return .object(dict) }
+        while true {
+            skipWhitespace()
+            guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw fail("expected a key") }
+            let key = try parseString()
+            skipWhitespace()
+            guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw fail("expected ':'") }
+            index += 1
+            skipWhitespace()
+            dict[key] = try parseValue()
+            skipWhitespace()
+            guard index < bytes.count else { throw fail("unexpected end") }
+            if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
+            if bytes[index] == UInt8(ascii: "}") { index += 1; depth -= 1; return .object(dict) }
+            throw fail("expected ',' or '}'")
+        }
+    }
+
+    mutating func parseArray() throws(JSONParseError) -> JSONValue {
+        try enter()
+        index += 1
+        var items: [JSONValue] = []
+        skipWhitespace()
+        if index < bytes.count, bytes[index] == UInt8(ascii: "]") { index += 1; depth -= 1; return .array(items) }
+        while true {
+            skipWhitespace()
+            items.append(try parseValue())
+            skipWhitespace()
+            guard index < bytes.count else { throw fail("unexpected end") }
+            if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
+            if bytes[index] == UInt8(ascii: "]") { index += 1; depth -= 1; return .array(items) }
+            throw fail("expected ',' or ']'")
+        }
+    }
+
+    mutating func parseString() throws(JSONParseError) -> String {
+        index += 1  // opening quote
+        let start = index
+        // Fast path: no escapes.
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "\"") {
+                let slice = bytes[start..<index]
+                index += 1
+                guard let s = String(validating: slice, as: UTF8.self) else { throw fail("invalid UTF-8") }
+                return s
+            }
+            if byte == UInt8(ascii: "\\") { break }
+            if byte < 0x20 { throw fail("control character in string") }
+            index += 1
+        }
+        var out = Array(bytes[start..<index])
+        while index < bytes.count {
+            let byte = bytes[index]
+            switch byte {
+            case UInt8(ascii: "\""):
+                index += 1
+                guard let s = String(validating: out, as: UTF8.self) else { throw fail("invalid UTF-8") }
+                return s
+            case UInt8(ascii: "\\"):
+                index += 1
+                guard index < bytes.count else { throw fail("unexpected end") }
+                let escape = bytes[index]
+                index += 1
+                switch escape {
+                case UInt8(ascii: "\""): out.append(0x22)
+                case UInt8(ascii: "\\"): out.append(0x5C)
+                case UInt8(ascii: "/"): out.append(0x2F)
+                case UInt8(ascii: "b"): out.append(0x08)
+                case UInt8(ascii: "f"): out.append(0x0C)
+                case UInt8(ascii: "n"): out.append(0x0A)
+                case UInt8(ascii: "r"): out.append(0x0D)
+                case UInt8(ascii: "t"): out.append(0x09)
+                case UInt8(ascii: "u"):
+                    var scalar = try parseHex4()
+                    if (0xD800..<0xDC00).contains(scalar) {
+                        guard index + 1 < bytes.count, bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u") else {
+                            throw fail("unpaired surrogate")
+                        }
+                        index += 2
+                        let low = try parseHex4()
+                        guard (0xDC00..<0xE000).contains(low) else { throw fail("unpaired surrogate") }
+                        scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+                    } else if (0xDC00..<0xE000).contains(scalar) {
+                        throw fail("unpaired surrogate")
+                    }
+                    guard let unicode = Unicode.Scalar(scalar) else { throw fail("invalid scalar") }
+                    out.append(contentsOf: Array(String(Character(unicode)).utf8))
+                default: throw fail("invalid escape")
+                }
+            default:
+                if byte < 0x20 { throw fail("control character in string") }
+                out.append(byte)
+                index += 1
+            }
+        }
+        throw fail("unterminated string")
+    }
+
+    mutating func parseHex4() throws(JSONParseError) -> UInt32 {
+        guard index + 4 <= bytes.count else { throw fail("unexpected end") }
+        var value: UInt32 = 0
+        for _ in 0..<4 {
+            let b = bytes[index]
+            let digit: UInt32
+            switch b {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = UInt32(b - UInt8(ascii: "0"))
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = UInt32(b - UInt8(ascii: "a") + 10)
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = UInt32(b - UInt8(ascii: "A") + 10)
+            default: throw fail("invalid \\u escape")
+            }
+            value = value << 4 | digit
+            index += 1
+        }
+        return value
+    }
+
+    mutating func parseNumber() throws(JSONParseError) -> JSONValue {
+        let start = index
+        var isInteger = true
+        if bytes[index] == UInt8(ascii: "-") { index += 1 }
+        guard index < bytes.count else { throw fail("unexpected end") }
+        if bytes[index] == UInt8(ascii: "0") {
+            index += 1
+        } else if (UInt8(ascii: "1")...UInt8(ascii: "9")).contains(bytes[index]) {
+            while index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) { index += 1 }
+        } else {
+            throw fail("invalid number")
+        }
+        if index < bytes.count, bytes[index] == UInt8(ascii: ".") {
+            isInteger = false
+            index += 1
+            let digitsStart = index
+            while index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) { index += 1 }
+            guard index > digitsStart else { throw fail("invalid number") }
+        }
+        if index < bytes.count, bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E") {
+            isInteger = false
+            index += 1
+            if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") { index += 1 }
+            let digitsStart = index
+            while index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) { index += 1 }
+            guard index > digitsStart else { throw fail("invalid number") }
+        }
+        let text = String(decoding: bytes[start..<index], as: UTF8.self)
+        if isInteger, let value = Int64(text) { return .integer(value) }
+        guard let value = Double(text) else { throw fail("invalid number") }
+        return .double(value)
+    }
+}
+
+extension JSONValue: ExpressibleByStringLiteral {
+    public init(stringLiteral value: String) { self = .string(value) }
+}
