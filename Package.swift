@@ -1,0 +1,193 @@
+// swift-tools-version: 6.2
+import PackageDescription
+
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+]
+
+let package = Package(
+    name: "tidings",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "tidings", targets: ["tidings"]),
+        .library(name: "UserNotifications", targets: ["UserNotifications"]),
+        .library(name: "UserNotificationsUI", targets: ["UserNotificationsUI"]),
+        .library(name: "TidingsCore", targets: ["TidingsCore"]),
+        .library(name: "TidingsEngine", targets: ["TidingsEngine"]),
+        .library(name: "TidingsGateway", targets: ["TidingsGateway"]),
+        .library(name: "TidingsDaemon", targets: ["TidingsDaemon"]),
+        .library(name: "TidingsDevice", targets: ["TidingsDevice"]),
+        .library(name: "TidingsTesting", targets: ["TidingsTesting"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-http2", from: "1.46.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
+        .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.2"),
+        .package(url: "https://github.com/apple/swift-crypto", "3.12.3"..<"5.0.0"),
+        .package(url: "https://github.com/apple/swift-certificates", from: "1.21.1"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
+    ],
+    targets: [
+        // Vocabulary with no I/O: APNs wire values, the notification value model, IPC messages.
+        .target(
+            name: "TidingsCore",
+            dependencies: [.product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: swiftSettings
+        ),
+        // Length-prefixed JSON framing over a Unix domain socket, shared by apps and the daemon.
+        .target(
+            name: "TidingsIPC",
+            dependencies: [
+                "TidingsCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOExtras", package: "swift-nio-extras"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // Apple's API, Apple's names: a thin façade over a connection to the engine.
+        .target(
+            name: "UserNotifications",
+            dependencies: ["TidingsCore", "TidingsIPC"],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "UserNotificationsUI",
+            dependencies: ["UserNotifications"],
+            swiftSettings: swiftSettings
+        ),
+        // Store protocols and the in-memory stores; one conformance suite covers every backend.
+        .target(
+            name: "TidingsStorage",
+            dependencies: ["TidingsCore"],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "TidingsSQLite",
+            dependencies: [
+                "TidingsCore", "TidingsStorage",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The device's notification system: scheduler, delivery pipeline, authorization, attachments.
+        .target(
+            name: "TidingsEngine",
+            dependencies: [
+                "TidingsCore", "TidingsStorage",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "HeapModule", package: "swift-collections"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // Client of the gateway's device channel.
+        .target(
+            name: "TidingsDevice",
+            dependencies: [
+                "TidingsCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOExtras", package: "swift-nio-extras"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "TidingsGateway",
+            dependencies: [
+                "TidingsCore", "TidingsStorage", "TidingsSQLite",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOExtras", package: "swift-nio-extras"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "TidingsDaemon",
+            dependencies: [
+                "TidingsCore", "TidingsIPC", "TidingsEngine", "TidingsStorage", "TidingsSQLite", "TidingsDevice",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "TidingsTesting",
+            dependencies: [
+                "TidingsCore", "TidingsEngine", "TidingsStorage", "TidingsSQLite", "TidingsDaemon",
+                "TidingsGateway", "TidingsDevice", "TidingsIPC", "UserNotifications",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "tidings",
+            dependencies: [
+                "TidingsCore", "TidingsEngine", "TidingsDaemon", "TidingsGateway", "TidingsSQLite", "TidingsIPC",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The sample app of the quick start: the seeds' local notifications, end to end.
+        .executableTarget(
+            name: "SampleApp",
+            dependencies: ["UserNotifications"],
+            path: "Examples/SampleApp/Sources"
+        ),
+
+        .testTarget(name: "TidingsCoreTests", dependencies: ["TidingsCore"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "UserNotificationsTests",
+            dependencies: ["UserNotifications", "UserNotificationsUI", "TidingsTesting"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "SeedExamplesTests",
+            dependencies: ["UserNotifications", "UserNotificationsUI", "TidingsTesting",
+                           .product(name: "Crypto", package: "swift-crypto")]
+        ),
+        .testTarget(
+            name: "TidingsStorageTests",
+            dependencies: ["TidingsStorage", "TidingsSQLite", "TidingsTesting"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "TidingsEngineTests",
+            dependencies: ["TidingsEngine", "TidingsTesting"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "TidingsGatewayTests",
+            dependencies: ["TidingsGateway", "TidingsDevice", "TidingsTesting"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "TidingsDaemonTests",
+            dependencies: ["TidingsDaemon", "TidingsTesting", "UserNotifications"],
+            swiftSettings: swiftSettings
+        ),
+    ]
+)

@@ -1,0 +1,92 @@
+import Foundation
+import Logging
+import TidingsCore
+import TidingsStorage
+
+/// Work whose ordering is settled but whose result comes later: the engine queues an app's
+/// request in order and hands back the wait for its durable result, so one app connection
+/// can keep many requests in flight (group commit) without reordering them.
+public struct Deferred<Value: Sendable>: Sendable {
+    public let run: @Sendable () async -> Value
+
+    public init(_ run: @escaping @Sendable () async -> Value) {
+        self.run = run
+    }
+
+    public static func now(_ value: Value) -> Deferred {
+        Deferred { value }
+    }
+}
+
+/// A connected app process, as the engine sees it: where its events go.
+public protocol AppLink: AnyObject, Sendable {
+    func send(_ event: DaemonEvent)
+}
+
+/// Starts an app's executable from its manifest when a response or a wake needs it.
+public protocol AppLauncher: Sendable {
+    /// `state` is how the app should consider itself: `.active` for an action with the
+    /// foreground option or the default action, `.background` otherwise.
+    func launch(_ app: AppRecord, state: AppState) async throws
+}
+
+/// A launcher that launches nothing: for an engine with no app processes (tests of the engine alone).
+public struct NoLauncher: AppLauncher {
+    public init() {}
+    public func launch(_ app: AppRecord, state: AppState) async throws {}
+}
+
+public struct EngineConfiguration: Sendable {
+    public var clock: any WallClock
+    public var store: any DeviceStore
+    public var attachments: AttachmentStore
+    public var consent: any ConsentProvider
+    public var presenters: [any Presenter]
+    public var launcher: any AppLauncher
+    /// Pending requests kept per app: nil keeps all; 64 is iOS's limit (the most recently
+    /// added are kept, older ones dropped silently, as iOS 11 and later do).
+    public var pendingLimit: Int?
+    /// How long a foreground app's delegate may take to answer `willPresent`; after that
+    /// the notification is not presented, as on iOS.
+    public var presentationTimeout: TimeInterval
+    /// The device's time zone, for calendar triggers without one of their own.
+    public var timeZone: TimeZone
+    public var logger: Logger
+
+    public init(
+        clock: any WallClock = SystemWallClock(),
+        store: any DeviceStore,
+        attachments: AttachmentStore,
+        consent: any ConsentProvider = FixedConsent.autoDeny,
+        presenters: [any Presenter] = [],
+        launcher: any AppLauncher = NoLauncher(),
+        pendingLimit: Int? = nil,
+        presentationTimeout: TimeInterval = 5,
+        timeZone: TimeZone = .current,
+        logger: Logger = Logger(label: "tidings.engine")
+    ) {
+        self.clock = clock
+        self.store = store
+        self.attachments = attachments
+        self.consent = consent
+        self.presenters = presenters
+        self.launcher = launcher
+        self.pendingLimit = pendingLimit
+        self.presentationTimeout = presentationTimeout
+        self.timeZone = timeZone
+        self.logger = logger
+    }
+
+    /// iOS's pending limit per app.
+    public static let iOSPendingLimit = 64
+}
+
+/// One entry of the fire queue: the earliest date first, then the oldest key.
+struct FireItem: Comparable, Sendable {
+    var date: Date
+    var key: Int64
+
+    static func < (lhs: FireItem, rhs: FireItem) -> Bool {
+        lhs.date != rhs.date ? lhs.date < rhs.date : lhs.key < rhs.key
+    }
+}

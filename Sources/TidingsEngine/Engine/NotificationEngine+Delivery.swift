@@ -1,0 +1,107 @@
+import Foundation
+import TidingsCore
+import TidingsStorage
+
+extension NotificationEngine {
+    /// The delivery pipeline shared by triggers, immediate requests and pushes: decide how
+    /// to present (a foreground app's delegate, else the person's settings), record it as
+    /// delivered when it goes to the list, apply the badge, and hand it to the presenters.
+    func deliver(_ request: NotificationRequestValue, bundle: String, date: Date, pendingKey: Int64?, nextFire: Date?, keepPending: Bool? = nil) async {
+        guard let settings = try? await settings(bundle) else { return }
+        let notification = DeliveredNotificationValue(request: request, date: date)
+        let presentation: Presentation
+        if !settings.isAllowed {
+            presentation = .none
+        } else if let session = foregroundSession(bundle) {
+            let options = await askToPresent(notification, session: session)
+            presentation = options.map { Presentation(options: $0).limited(by: settings) } ?? .none
+        } else {
+            presentation = Presentation(settings: settings, content: request.content)
+        }
+
+        let keep = keepPending ?? (nextFire != nil)
+        var replaced: DeliveredNotificationValue?
+        do {
+            if let pendingKey {
+                guard let outcome = try await store.fire(key: pendingKey, at: date, nextFire: nextFire, keepPending: keep, deliver: presentation.list).value else {
+                    return // removed while we asked the app
+                }
+                replaced = outcome.replacedDelivered
+            } else if presentation.list {
+                replaced = try await store.deliver(notification, for: bundle).value
+            }
+        } catch {
+            logger.error("could not record a delivery", metadata: ["app": "\(bundle)", "request": "\(request.identifier)", "error": "\(error)"])
+            return
+        }
+
+        if let replaced {
+            await releaseAttachments(replaced.request.content.attachments, bundle: bundle)
+        }
+        if !presentation.list, !keep {
+            await releaseAttachments(request.content.attachments, bundle: bundle)
+        }
+        var badge: Int?
+        if presentation.badge, let count = request.content.badge, count >= 0 {
+            badge = count
+            try? await store.setBadge(count, for: bundle).value
+            for presenter in configuration.presenters { await presenter.badgeChanged(bundleIdentifier: bundle, count: count) }
+        }
+        if presentation.isVisible {
+            let appName = (try? await app(bundle))?.displayName ?? bundle
+            let category = (try? await categories(bundle))?.first { $0.identifier == request.content.categoryIdentifier && !$0.identifier.isEmpty }
+            let presented = PresentedNotification(bundleIdentifier: bundle, appName: appName, notification: notification, category: category, presentation: presentation, badge: badge)
+            for presenter in configuration.presenters { await presenter.present(presented) }
+        } else if replaced != nil {
+            for presenter in configuration.presenters { await presenter.withdraw(bundleIdentifier: bundle, identifiers: [request.identifier]) }
+        }
+        logger.debug("delivered", metadata: [
+            "app": "\(bundle)", "request": "\(request.identifier)",
+            "banner": "\(presentation.banner)", "list": "\(presentation.list)",
+        ])
+    }
+
+    /// Delivers a request right away, without a pending entry (remote notifications).
+    public func deliverNow(_ request: NotificationRequestValue, bundle: String) async {
+        inFlight += 1
+        await deliver(request, bundle: bundle, date: clock.now, pendingKey: nil, nextFire: nil)
+        finishedDelivery()
+    }
+
+    /// The app's process that counts as in the foreground: active, with a delegate set.
+    func foregroundSession(_ bundle: String) -> (id: ObjectIdentifier, session: Session)? {
+        sessions.first { $0.value.bundleIdentifier == bundle && $0.value.state == .active && $0.value.hasDelegate }
+            .map { ($0.key, $0.value) }
+    }
+
+    /// Asks a foreground app's delegate how to present; nil when it does not answer in time
+    /// or goes away, and then the notification is not presented, as on iOS.
+    func askToPresent(_ notification: DeliveredNotificationValue, session: (id: ObjectIdentifier, session: Session)) async -> PresentationOptionsValue? {
+        let eventID = nextEventID
+        nextEventID += 1
+        let timeout = configuration.presentationTimeout
+        return await withTaskGroup(of: Void.self) { group in
+            group.addTask { [clock] in
+                do {
+                    try await clock.sleep(for: timeout)
+                    await self.expireDecision(eventID)
+                } catch {}
+            }
+            let options = await withCheckedContinuation { (continuation: CheckedContinuation<PresentationOptionsValue?, Never>) in
+                presentationWaiters[eventID] = continuation
+                presentationSession[eventID] = session.id
+                session.session.link.send(.willPresent(eventID: eventID, notification: notification))
+            }
+            group.cancelAll()
+            return options
+        }
+    }
+
+    func expireDecision(_ eventID: UInt64) {
+        presentationSession[eventID] = nil
+        if let waiter = presentationWaiters.removeValue(forKey: eventID) {
+            logger.notice("the app's delegate did not answer willPresent in time; not presented", metadata: ["event": "\(eventID)"])
+            waiter.resume(returning: nil)
+        }
+    }
+}

@@ -1,0 +1,107 @@
+import Foundation
+import TidingsCore
+import TidingsStorage
+
+extension NotificationEngine {
+    /// The person acted on a delivered notification: tapped it (`ActionIdentifier.default`),
+    /// picked an action of its category (with `userText` for a text-input action), or
+    /// dismissed it (`ActionIdentifier.dismiss`, reported only when the category asks for
+    /// it with `customDismissAction`). The notification leaves the list; the response is
+    /// kept until the app's delegate has handled it, launching the app if it is not running.
+    public func respond(bundle: String, identifier: String, actionIdentifier: String, userText: String? = nil) async throws {
+        guard let notification = try await store.deliveredNotification(identifier, for: bundle).value else {
+            throw NotificationError(.invalidRequest, "\(bundle) has no delivered notification \"\(identifier)\"")
+        }
+        let category = try await categories(bundle).first {
+            !$0.identifier.isEmpty && $0.identifier == notification.request.content.categoryIdentifier
+        }
+        var action: ActionValue?
+        if actionIdentifier != ActionIdentifier.default, actionIdentifier != ActionIdentifier.dismiss {
+            guard let found = category?.actions.first(where: { $0.identifier == actionIdentifier }) else {
+                let known = category?.actions.map(\.identifier).joined(separator: ", ") ?? ""
+                throw NotificationError(.invalidRequest,
+                    "notification \"\(identifier)\" has no action \"\(actionIdentifier)\"" + (known.isEmpty ? " (its category has no actions)" : "; its actions: \(known)"))
+            }
+            action = found
+        }
+        var text = userText
+        if text != nil, action?.textInput == nil {
+            throw NotificationError(.invalidRequest, "action \"\(actionIdentifier)\" takes no text reply")
+        }
+        if action?.textInput != nil, text == nil { text = "" }
+
+        let removed = try await store.removeDelivered([identifier], for: bundle).value
+        for presenter in configuration.presenters { await presenter.withdraw(bundleIdentifier: bundle, identifiers: [identifier]) }
+        await releaseAttachments(removed.flatMap(\.request.content.attachments), bundle: bundle)
+
+        if actionIdentifier == ActionIdentifier.dismiss, (category?.options ?? 0) & CategoryValue.customDismissAction == 0 {
+            return
+        }
+        let response = ResponseValue(notification: notification, actionIdentifier: actionIdentifier, userText: text)
+        _ = try await store.holdResponse(response, for: bundle).value
+        let foreground = actionIdentifier == ActionIdentifier.default || (action.map { $0.options & ActionValue.foreground != 0 } ?? false)
+        await routeHeldResponses(bundle, launchState: foreground ? .active : .background)
+    }
+
+    /// The person asked for the app's own notification settings screen.
+    public func openSettings(bundle: String, notificationIdentifier: String?) async throws {
+        var notification: DeliveredNotificationValue?
+        if let notificationIdentifier {
+            notification = try await store.deliveredNotification(notificationIdentifier, for: bundle).value
+        }
+        for session in sessions.values where session.bundleIdentifier == bundle && session.hasDelegate {
+            let eventID = nextEventID
+            nextEventID += 1
+            session.link.send(.openSettings(eventID: eventID, notification: notification))
+        }
+    }
+
+    func routeHeldResponses(_ bundle: String, launchState: AppState) async {
+        if sessions.values.contains(where: { $0.bundleIdentifier == bundle && $0.hasDelegate }) {
+            await dispatchHeldResponses(bundle)
+        } else if !sessions.values.contains(where: { $0.bundleIdentifier == bundle }) {
+            await launch(bundle, state: launchState)
+        }
+        // A running process without a delegate gets its responses when it sets one.
+    }
+
+    /// Sends the app's unhandled responses to a process with a delegate.
+    func dispatchHeldResponses(_ bundle: String) async {
+        guard let held = try? await store.heldResponses(bundle).value, !held.isEmpty else { return }
+        let candidates = sessions.filter { $0.value.bundleIdentifier == bundle && $0.value.hasDelegate }
+        guard let target = candidates.first(where: { $0.value.state == .active }) ?? candidates.first else { return }
+        for item in held where !dispatchedResponses.contains(item.id) {
+            let eventID = nextEventID
+            nextEventID += 1
+            dispatchedResponses.insert(item.id)
+            responseEvents[eventID] = (target.key, item.id)
+            target.value.link.send(.didReceive(eventID: eventID, response: item.response))
+        }
+    }
+
+    func launch(_ bundle: String, state: AppState) async {
+        guard !launching.contains(bundle), let app = try? await app(bundle) else { return }
+        launching.insert(bundle)
+        do {
+            try await configuration.launcher.launch(app, state: state)
+            logger.info("launched app for a response", metadata: ["app": "\(bundle)"])
+        } catch {
+            launching.remove(bundle)
+            logger.error("could not launch app", metadata: ["app": "\(bundle)", "error": "\(error)"])
+        }
+    }
+
+    /// Responses the app has not handled yet.
+    public func heldResponses(_ bundle: String) async throws -> [ResponseValue] {
+        try await store.heldResponses(bundle).value.map(\.response)
+    }
+
+    /// Every app's delivered notifications, for the person's list.
+    public func deliveredNotifications(_ bundle: String) async throws -> [DeliveredNotificationValue] {
+        try await store.delivered(bundle).value
+    }
+
+    public func pendingRequests(_ bundle: String) async throws -> [NotificationRequestValue] {
+        try await store.pending(bundle).value
+    }
+}

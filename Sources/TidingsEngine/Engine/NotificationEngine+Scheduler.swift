@@ -1,0 +1,197 @@
+import Foundation
+import HeapModule
+import TidingsCore
+import TidingsStorage
+
+extension NotificationEngine {
+    /// Runs the scheduler until the task is cancelled: recovers the schedule from the store
+    /// (requests whose time passed while the daemon was down fire once, now), then fires
+    /// each request at its date on the injected clock.
+    public func run() async throws {
+        try await recover()
+        let (deliveries, sink) = AsyncStream<@Sendable () async -> Void>.makeStream()
+        self.deliveries = sink
+        defer {
+            sink.finish()
+            self.deliveries = nil
+        }
+        await withDiscardingTaskGroup { group in
+            group.addTask {
+                // Deliveries run apart from the loop, so a slow delegate delays only its own notification.
+                await withDiscardingTaskGroup { inner in
+                    for await delivery in deliveries {
+                        inner.addTask { await delivery() }
+                    }
+                }
+            }
+            await self.loop()
+            sink.finish()
+        }
+    }
+
+    /// Loads the schedule and the location watches from the store.
+    public func recover() async throws {
+        let entries = try await store.schedule().value
+        heap = Heap(entries.map { FireItem(date: $0.nextFire, key: $0.key) })
+        for record in try await store.locationPending().value {
+            if case .location(let region, _)? = record.request.trigger {
+                regions[record.key] = RegionWatch(bundleIdentifier: record.bundleIdentifier, region: region, inside: nil)
+            }
+        }
+        started = true
+    }
+
+    /// The number of requests in the fire queue (a replaced or removed request may still
+    /// count until its date passes).
+    public var scheduledCount: Int { heap.count }
+
+    func loop() async {
+        while !Task.isCancelled {
+            poked = false
+            await fireDue()
+            if poked { continue }
+            let deadline = heap.min?.date
+            await withTaskGroup(of: Void.self) { group in
+                if let deadline {
+                    group.addTask { [clock] in try? await clock.sleep(until: deadline) }
+                }
+                group.addTask { await self.park() }
+                await group.next()
+                self.unpark()
+                group.cancelAll()
+            }
+        }
+        unpark()
+    }
+
+    func park() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            if poked || Task.isCancelled {
+                continuation.resume()
+            } else {
+                wake = continuation
+            }
+        }
+    }
+
+    func unpark() {
+        wake?.resume()
+        wake = nil
+    }
+
+    /// Wakes the loop: something earlier than its deadline was scheduled.
+    func poke() {
+        poked = true
+        unpark()
+    }
+
+    func schedule(_ item: FireItem) {
+        let earliest = heap.min?.date
+        heap.insert(item)
+        if earliest == nil || item.date < earliest! { poke() }
+    }
+
+    func fireDue() async {
+        let now = clock.now
+        while let top = heap.min, top.date <= now {
+            heap.removeMin()
+            inFlight += 1
+            enqueueDelivery { [self] in
+                await self.fire(top, now: now)
+                await self.finishedDelivery()
+            }
+        }
+        processedThrough = max(processedThrough, now)
+        resumeSettled()
+    }
+
+    func enqueueDelivery(_ work: @escaping @Sendable () async -> Void) {
+        if let deliveries {
+            deliveries.yield(work)
+        } else {
+            // No scheduler running (an engine driven by hand): do it in line.
+            Task { await work() }
+        }
+    }
+
+    func finishedDelivery() {
+        inFlight -= 1
+        resumeSettled()
+    }
+
+    func resumeSettled() {
+        guard inFlight == 0 else { return }
+        let nextDate = heap.min?.date ?? .distantFuture
+        var waiting: [(Date, CheckedContinuation<Void, Never>)] = []
+        for (date, continuation) in settleWaiters {
+            if date <= processedThrough, nextDate > date {
+                continuation.resume()
+            } else {
+                waiting.append((date, continuation))
+            }
+        }
+        settleWaiters = waiting
+    }
+
+    /// Returns once everything due at or before `date` on the engine's clock has been fired
+    /// and delivered: for tests that advance a test clock.
+    public func settled(through date: Date) async {
+        if inFlight == 0, processedThrough >= date, (heap.min?.date ?? .distantFuture) > date { return }
+        await withCheckedContinuation { continuation in
+            settleWaiters.append((date, continuation))
+            poke()
+        }
+    }
+
+    /// Fires one queue entry if it still stands: the request may have been removed or
+    /// replaced (a new key) since it was queued.
+    func fire(_ item: FireItem, now: Date) async {
+        guard let record = try? await store.pendingRecord(key: item.key).value, record.nextFire == item.date else { return }
+        let trigger = record.request.trigger
+        let next = trigger.flatMap { TriggerSchedule.nextFire($0, fired: item.date, now: now, timeZone: configuration.timeZone) }
+        await deliver(record.request, bundle: record.bundleIdentifier, date: now, pendingKey: record.key, nextFire: next)
+        if let next { schedule(FireItem(date: next, key: record.key)) }
+    }
+
+    // MARK: Location
+
+    func watch(key: Int64, bundle: String, region: CircularRegionValue) {
+        var watch = RegionWatch(bundleIdentifier: bundle, region: region, inside: nil)
+        if let last = lastLocation {
+            watch.inside = Geo.contains(region, latitude: last.latitude, longitude: last.longitude)
+        }
+        regions[key] = watch
+    }
+
+    /// A new position of the device. Region triggers fire on the transitions they ask for:
+    /// entering (outside → inside) or leaving (inside → outside). The first position only
+    /// establishes where the device is, as Core Location's region monitoring does.
+    public func locationChanged(latitude: Double, longitude: Double) async {
+        lastLocation = (latitude, longitude)
+        let now = clock.now
+        var fired: [(Int64, RegionWatch)] = []
+        for (key, var watch) in regions {
+            let inside = Geo.contains(watch.region, latitude: latitude, longitude: longitude)
+            defer { regions[key]?.inside = inside }
+            guard let was = watch.inside, was != inside else { continue }
+            if (inside && watch.region.notifyOnEntry) || (!inside && watch.region.notifyOnExit) {
+                watch.inside = inside
+                fired.append((key, watch))
+            }
+        }
+        for (key, watch) in fired.sorted(by: { $0.0 < $1.0 }) {
+            guard let record = try? await store.pendingRecord(key: key).value else {
+                regions[key] = nil
+                continue
+            }
+            let repeats = record.request.trigger?.repeats ?? false
+            if !repeats { regions[key] = nil }
+            inFlight += 1
+            await deliver(record.request, bundle: watch.bundleIdentifier, date: now, pendingKey: key, nextFire: nil, keepPending: repeats)
+            finishedDelivery()
+        }
+    }
+
+    /// The regions being watched (for inspection and tests).
+    public var watchedRegionCount: Int { regions.count }
+}

@@ -1,0 +1,379 @@
+import Foundation
+import HeapModule
+import Logging
+import TidingsCore
+import TidingsStorage
+
+/// The device's notification system: authorization, pending requests and their scheduler,
+/// delivered notifications, presentation, and the person's responses routed to apps.
+///
+/// Apps reach it through `handle(_:from:)` (the daemon's socket or an in-process link);
+/// the person through `respond(…)`, `updateSettings(…)` and location updates. `run()`
+/// drives the scheduler until cancelled.
+public actor NotificationEngine {
+    struct Session {
+        let link: any AppLink
+        let bundleIdentifier: String
+        var state: AppState
+        var hasDelegate: Bool
+    }
+
+    public let configuration: EngineConfiguration
+    var store: any DeviceStore { configuration.store }
+    var clock: any WallClock { configuration.clock }
+    var logger: Logger { configuration.logger }
+
+    var sessions: [ObjectIdentifier: Session] = [:]
+    var apps: [String: AppRecord] = [:]
+    var settingsCache: [String: NotificationSettingsValue] = [:]
+    var categoriesCache: [String: [CategoryValue]] = [:]
+    var consentInFlight: [String: Task<NotificationSettingsValue, Never>] = [:]
+
+    var heap = Heap<FireItem>()
+    var regions: [Int64: RegionWatch] = [:]
+    var lastLocation: (latitude: Double, longitude: Double)?
+
+    var nextEventID: UInt64 = 1
+    var presentationWaiters: [UInt64: CheckedContinuation<PresentationOptionsValue?, Never>] = [:]
+    var presentationSession: [UInt64: ObjectIdentifier] = [:]
+    /// didReceive event → held response id, released when the app calls the completion handler.
+    var responseEvents: [UInt64: (session: ObjectIdentifier, heldID: Int64)] = [:]
+    var dispatchedResponses: Set<Int64> = []
+    var launching: Set<String> = []
+
+    // Scheduler state
+    var wake: CheckedContinuation<Void, Never>?
+    var poked = false
+    var started = false
+    var inFlight = 0
+    var processedThrough = Date.distantPast
+    var settleWaiters: [(Date, CheckedContinuation<Void, Never>)] = []
+    var deliveries: AsyncStream<@Sendable () async -> Void>.Continuation?
+
+    struct RegionWatch {
+        var bundleIdentifier: String
+        var region: CircularRegionValue
+        var inside: Bool?
+    }
+
+    public init(configuration: EngineConfiguration) {
+        self.configuration = configuration
+    }
+
+    // MARK: Apps
+
+    /// Installs (or updates) an app from its manifest record.
+    public func install(_ app: AppRecord) async throws {
+        try await store.upsertApp(app).value
+        apps[app.bundleIdentifier] = app
+    }
+
+    /// Removes an app and everything it owns; its attachment files are deleted.
+    public func uninstall(_ bundleIdentifier: String) async throws {
+        let attachments = try await store.removeApp(bundleIdentifier).value
+        configuration.attachments.delete(attachments, bundleIdentifier: bundleIdentifier)
+        apps[bundleIdentifier] = nil
+        settingsCache[bundleIdentifier] = nil
+        categoriesCache[bundleIdentifier] = nil
+        for (id, session) in sessions where session.bundleIdentifier == bundleIdentifier {
+            sessions[id] = nil
+        }
+    }
+
+    public func app(_ bundleIdentifier: String) async throws -> AppRecord? {
+        if let app = apps[bundleIdentifier] { return app }
+        let app = try await store.app(bundleIdentifier).value
+        if let app { apps[bundleIdentifier] = app }
+        return app
+    }
+
+    public func installedApps() async throws -> [AppRecord] {
+        try await store.apps().value
+    }
+
+    // MARK: Connections
+
+    /// Registers a connected app process. Held responses flow once it sets a delegate.
+    public func connect(_ link: any AppLink, app: AppRecord, state: AppState) async {
+        apps[app.bundleIdentifier] = app
+        sessions[ObjectIdentifier(link)] = Session(link: link, bundleIdentifier: app.bundleIdentifier, state: state, hasDelegate: false)
+        launching.remove(app.bundleIdentifier)
+        _ = try? await settings(app.bundleIdentifier)
+        _ = try? await categories(app.bundleIdentifier)
+    }
+
+    public func disconnect(_ link: any AppLink) {
+        let id = ObjectIdentifier(link)
+        sessions[id] = nil
+        for (eventID, session) in presentationSession where session == id {
+            presentationSession[eventID] = nil
+            presentationWaiters.removeValue(forKey: eventID)?.resume(returning: nil)
+        }
+        for (eventID, entry) in responseEvents where entry.session == id {
+            responseEvents[eventID] = nil
+            dispatchedResponses.remove(entry.heldID)
+        }
+    }
+
+    /// Whether the app has a running process whose delegate is set.
+    public func isRunning(_ bundleIdentifier: String) -> Bool {
+        sessions.values.contains { $0.bundleIdentifier == bundleIdentifier }
+    }
+
+    /// Handles one request of a connected app. The returned `Deferred` waits for the
+    /// request's durable result; requests are applied in the order `handle` is called.
+    public func handle(_ request: AppRequest, from link: any AppLink) async -> Deferred<AppReply> {
+        let id = ObjectIdentifier(link)
+        guard let session = sessions[id] else {
+            return .now(.failure(NotificationError(.daemonUnavailable, "the connection has not identified its app")))
+        }
+        let bundle = session.bundleIdentifier
+        do {
+            switch request {
+            case .hello:
+                return .now(.failure(NotificationError(.invalidRequest, "hello was already sent")))
+            case .requestAuthorization(let options):
+                let granted = try await requestAuthorization(bundle, options: options)
+                return .now(.authorization(granted: granted))
+            case .getSettings:
+                return .now(.settings(try await settings(bundle)))
+            case .setCategories(let categories):
+                return try await setCategories(categories, for: bundle)
+            case .getCategories:
+                return .now(.categories(try await self.categories(bundle)))
+            case .add(let request):
+                return try await add(request, for: bundle)
+            case .getPending:
+                let ticket = store.pending(bundle)
+                return Deferred { await Self.reply { .requests(try await ticket.value) } }
+            case .removePending(let identifiers):
+                return removePending(store.removePending(identifiers, for: bundle), bundle: bundle)
+            case .removeAllPending:
+                return removePending(store.removeAllPending(bundle), bundle: bundle)
+            case .getDelivered:
+                let ticket = store.delivered(bundle)
+                return Deferred { await Self.reply { .notifications(try await ticket.value) } }
+            case .removeDelivered(let identifiers):
+                return removeDelivered(store.removeDelivered(identifiers, for: bundle), bundle: bundle)
+            case .removeAllDelivered:
+                return removeDelivered(store.removeAllDelivered(bundle), bundle: bundle)
+            case .setBadge(let count):
+                return try setBadge(count, for: bundle)
+            case .setDelegate(let present):
+                sessions[id]?.hasDelegate = present
+                if present { await dispatchHeldResponses(bundle) }
+                return .now(.ok)
+            case .setState(let state):
+                sessions[id]?.state = state
+                return .now(.ok)
+            case .presentationDecision(let eventID, let options):
+                if presentationSession[eventID] == id {
+                    presentationSession[eventID] = nil
+                    presentationWaiters.removeValue(forKey: eventID)?.resume(returning: options)
+                }
+                return .now(.ok)
+            case .responseHandled(let eventID):
+                if let entry = responseEvents[eventID], entry.session == id {
+                    responseEvents[eventID] = nil
+                    dispatchedResponses.remove(entry.heldID)
+                    let ticket = store.releaseResponse(id: entry.heldID)
+                    return Deferred { await Self.reply { try await ticket.value; return .ok } }
+                }
+                return .now(.ok)
+            case .backgroundFetchCompleted:
+                return .now(.ok)
+            }
+        } catch let error as NotificationError {
+            return .now(.failure(error))
+        } catch {
+            return .now(.failure(NotificationError(.invalidRequest, "\(error)")))
+        }
+    }
+
+    static func reply(_ body: () async throws -> AppReply) async -> AppReply {
+        do {
+            return try await body()
+        } catch let error as NotificationError {
+            return .failure(error)
+        } catch {
+            return .failure(NotificationError(.invalidRequest, "storage failed: \(error)"))
+        }
+    }
+
+    // MARK: Settings and authorization
+
+    public func settings(_ bundle: String) async throws -> NotificationSettingsValue {
+        if let cached = settingsCache[bundle] { return cached }
+        let stored = try await store.settings(bundle).value ?? NotificationSettingsValue()
+        settingsCache[bundle] = stored
+        return stored
+    }
+
+    func requestAuthorization(_ bundle: String, options: AuthorizationOptionsValue) async throws -> Bool {
+        let current = try await settings(bundle)
+        switch current.authorizationStatus {
+        case .authorized, .ephemeral:
+            return true
+        case .denied:
+            return false
+        case .provisional where options.contains(.provisional):
+            return true
+        case .notDetermined where options.contains(.provisional):
+            // Provisional authorization is granted without asking; delivery is quiet.
+            let granted = NotificationSettingsValue.granted(options, provisional: true)
+            try await storeSettings(granted, for: bundle)
+            return true
+        case .notDetermined, .provisional:
+            let decided: NotificationSettingsValue
+            if let asking = consentInFlight[bundle] {
+                decided = await asking.value
+            } else {
+                let appName = (try? await app(bundle))?.displayName ?? bundle
+                let consent = configuration.consent
+                let task = Task { () -> NotificationSettingsValue in
+                    let allowed = await consent.requestConsent(appName: appName, bundleIdentifier: bundle, options: options)
+                    return allowed ? .granted(options, provisional: false) : .deniedSettings
+                }
+                consentInFlight[bundle] = task
+                decided = await task.value
+                consentInFlight[bundle] = nil
+                // The answer is remembered: later requests report it without asking.
+                try await storeSettings(decided, for: bundle)
+            }
+            return decided.isAllowed
+        }
+    }
+
+    /// Changes an app's settings as the person does in Settings; the app hears about it.
+    public func updateSettings(_ bundle: String, _ change: (inout NotificationSettingsValue) -> Void) async throws -> NotificationSettingsValue {
+        var settings = try await settings(bundle)
+        change(&settings)
+        try await storeSettings(settings, for: bundle)
+        return settings
+    }
+
+    func storeSettings(_ settings: NotificationSettingsValue, for bundle: String) async throws {
+        try await store.setSettings(settings, for: bundle).value
+        settingsCache[bundle] = settings
+        for session in sessions.values where session.bundleIdentifier == bundle {
+            session.link.send(.settingsChanged(settings))
+        }
+    }
+
+    // MARK: Categories
+
+    public func categories(_ bundle: String) async throws -> [CategoryValue] {
+        if let cached = categoriesCache[bundle] { return cached }
+        let stored = try await store.categories(bundle).value
+        categoriesCache[bundle] = stored
+        return stored
+    }
+
+    func setCategories(_ categories: [CategoryValue], for bundle: String) async throws -> Deferred<AppReply> {
+        var seen = Set<String>()
+        // A set replaces the whole set; duplicates by identifier keep the last, like a Set of categories.
+        let unique = categories.reversed().filter { seen.insert($0.identifier).inserted }.reversed()
+        categoriesCache[bundle] = Array(unique)
+        let ticket = store.setCategories(Array(unique), for: bundle)
+        return Deferred { await Self.reply { try await ticket.value; return .ok } }
+    }
+
+    // MARK: Badge
+
+    func setBadge(_ count: Int, for bundle: String) throws -> Deferred<AppReply> {
+        guard count >= 0 else {
+            throw NotificationError(.badgeInputInvalid, "badge count must not be negative (got \(count))")
+        }
+        let ticket = store.setBadge(count, for: bundle)
+        let presenters = configuration.presenters
+        return Deferred {
+            await Self.reply {
+                try await ticket.value
+                for presenter in presenters { await presenter.badgeChanged(bundleIdentifier: bundle, count: count) }
+                return .ok
+            }
+        }
+    }
+
+    public func badge(_ bundle: String) async throws -> Int {
+        try await store.badge(bundle).value
+    }
+
+    // MARK: Adding and removing requests
+
+    func add(_ request: NotificationRequestValue, for bundle: String) async throws -> Deferred<AppReply> {
+        let settings = try await settings(bundle)
+        guard settings.authorizationStatus != .denied else {
+            throw NotificationError(.notificationsNotAllowed, "notifications are not allowed for \(bundle): the person denied them (change with `tidings settings \(bundle) --allow`)")
+        }
+        try TriggerSchedule.validate(request.trigger)
+        let content = request.content
+        guard content.hasAlertContent || content.sound != nil || content.badge != nil || !content.attachments.isEmpty else {
+            throw NotificationError(.notificationInvalidNoContent, "the notification has no title, subtitle, body, sound, badge or attachment")
+        }
+        let now = clock.now
+        let firstFire = try TriggerSchedule.firstFire(request.trigger, now: now, timeZone: configuration.timeZone)
+        var stored = request
+        let appDirectory = try await app(bundle)?.directory
+        stored.content.attachments = try configuration.attachments.ingest(request.content.attachments, bundleIdentifier: bundle, appDirectory: appDirectory)
+        let ticket = store.addPending(stored, for: bundle, nextFire: firstFire, limit: configuration.pendingLimit)
+        return Deferred { [self, stored] in
+            do {
+                let result = try await ticket.value
+                await self.added(result, request: stored, nextFire: firstFire, bundle: bundle)
+                return .added(stored)
+            } catch {
+                // Not scheduled: the files we took go away with it.
+                self.configuration.attachments.delete(stored.content.attachments, bundleIdentifier: bundle)
+                return .failure(NotificationError(.invalidRequest, "the request could not be stored: \(error)"))
+            }
+        }
+    }
+
+    func added(_ result: PendingReplacement, request: NotificationRequestValue, nextFire: Date?, bundle: String) async {
+        var released = result.evicted.flatMap(\.content.attachments)
+        if let replaced = result.replacedPending { released += replaced.content.attachments }
+        await releaseAttachments(released, bundle: bundle)
+        if let nextFire {
+            schedule(FireItem(date: nextFire, key: result.key))
+        } else if case .location(let region, _)? = request.trigger {
+            watch(key: result.key, bundle: bundle, region: region)
+        }
+    }
+
+    func removePending(_ ticket: StoreTicket<[NotificationRequestValue]>, bundle: String) -> Deferred<AppReply> {
+        Deferred { [self] in
+            await Self.reply {
+                let removed = try await ticket.value
+                await self.releaseAttachments(removed.flatMap(\.content.attachments), bundle: bundle)
+                return .ok
+            }
+        }
+    }
+
+    func removeDelivered(_ ticket: StoreTicket<[DeliveredNotificationValue]>, bundle: String) -> Deferred<AppReply> {
+        let presenters = configuration.presenters
+        return Deferred { [self] in
+            await Self.reply {
+                let removed = try await ticket.value
+                if !removed.isEmpty {
+                    let identifiers = removed.map(\.request.identifier)
+                    for presenter in presenters { await presenter.withdraw(bundleIdentifier: bundle, identifiers: identifiers) }
+                }
+                await self.releaseAttachments(removed.flatMap(\.request.content.attachments), bundle: bundle)
+                return .ok
+            }
+        }
+    }
+
+    /// Deletes attachment files that no pending or delivered notification refers to any more.
+    func releaseAttachments(_ attachments: [AttachmentValue], bundle: String) async {
+        guard !attachments.isEmpty else { return }
+        let pending = (try? await store.pending(bundle).value) ?? []
+        let delivered = (try? await store.delivered(bundle).value) ?? []
+        var referenced = Set<String>()
+        for request in pending { for a in request.content.attachments { referenced.insert(a.path) } }
+        for notification in delivered { for a in notification.request.content.attachments { referenced.insert(a.path) } }
+        configuration.attachments.delete(attachments.filter { !referenced.contains($0.path) }, bundleIdentifier: bundle)
+    }
+}

@@ -1,0 +1,134 @@
+import Foundation
+import NIOCore
+import NIOPosix
+import Synchronization
+import TidingsCore
+
+/// An app's connection to the notification daemon: requests in order, replies matched by
+/// id, daemon events handed to one stream.
+public final class AppSocketClient: Sendable {
+    private struct State {
+        var nextID: UInt64 = 1
+        var pending: [UInt64: CheckedContinuation<AppReply, any Error>] = [:]
+        var closed = false
+    }
+
+    private let channel: any Channel
+    private let state: Mutex<State>
+    public let events: AsyncStream<DaemonEvent>
+    private let eventSink: AsyncStream<DaemonEvent>.Continuation
+
+    private init(channel: any Channel, events: AsyncStream<DaemonEvent>, eventSink: AsyncStream<DaemonEvent>.Continuation) {
+        self.channel = channel
+        self.state = Mutex(State())
+        self.events = events
+        self.eventSink = eventSink
+    }
+
+    /// Connects to the daemon's socket at `path`.
+    public static func connect(path: String, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) async throws -> AppSocketClient {
+        let (events, sink) = AsyncStream<DaemonEvent>.makeStream()
+        let box = Mutex<AppSocketClient?>(nil)
+        let channel = try await ClientBootstrap(group: group)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try IPCCodec.addFraming(to: channel.pipeline.syncOperations)
+                    try channel.pipeline.syncOperations.addHandler(InboundHandler { envelope in
+                        box.withLock { $0 }?.receive(envelope)
+                    } onClose: {
+                        box.withLock { $0 }?.closed()
+                    })
+                }
+            }
+            .connect(unixDomainSocketPath: path).get()
+        let client = AppSocketClient(channel: channel, events: events, eventSink: sink)
+        box.withLock { $0 = client }
+        if !channel.isActive { client.closed() }
+        return client
+    }
+
+    /// Sends a request and waits for its reply.
+    public func call(_ request: AppRequest) async throws -> AppReply {
+        try await withCheckedThrowingContinuation { continuation in
+            let failure: (any Error)? = state.withLock { state in
+                guard !state.closed else { return IPCError.connectionClosed }
+                let id = state.nextID
+                state.nextID += 1
+                do {
+                    let buffer = try IPCCodec.encode(AppEnvelope(id: id, request: request), allocator: channel.allocator)
+                    state.pending[id] = continuation
+                    // Enqueued on the event loop in lock order, so requests keep their order.
+                    channel.writeAndFlush(buffer, promise: nil)
+                    return nil
+                } catch {
+                    return error
+                }
+            }
+            if let failure { continuation.resume(throwing: failure) }
+        }
+    }
+
+    /// Sends a request whose reply nobody waits for.
+    public func send(_ request: AppRequest) {
+        state.withLock { state in
+            guard !state.closed else { return }
+            let id = state.nextID
+            state.nextID += 1
+            guard let buffer = try? IPCCodec.encode(AppEnvelope(id: id, request: request), allocator: channel.allocator) else { return }
+            channel.writeAndFlush(buffer, promise: nil)
+        }
+    }
+
+    public func close() {
+        channel.close(promise: nil)
+    }
+
+    private func receive(_ envelope: DaemonEnvelope) {
+        switch envelope {
+        case .reply(let id, let reply):
+            let continuation = state.withLock { $0.pending.removeValue(forKey: id) }
+            continuation?.resume(returning: reply)
+        case .event(let event):
+            eventSink.yield(event)
+        }
+    }
+
+    private func closed() {
+        let waiting = state.withLock { state -> [CheckedContinuation<AppReply, any Error>] in
+            state.closed = true
+            defer { state.pending.removeAll() }
+            return Array(state.pending.values)
+        }
+        for continuation in waiting { continuation.resume(throwing: IPCError.connectionClosed) }
+        eventSink.finish()
+    }
+
+    private final class InboundHandler: ChannelInboundHandler, Sendable {
+        typealias InboundIn = ByteBuffer
+        let onEnvelope: @Sendable (DaemonEnvelope) -> Void
+        let onClose: @Sendable () -> Void
+
+        init(onEnvelope: @escaping @Sendable (DaemonEnvelope) -> Void, onClose: @escaping @Sendable () -> Void) {
+            self.onEnvelope = onEnvelope
+            self.onClose = onClose
+        }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            let buffer = unwrapInboundIn(data)
+            if let envelope = try? IPCCodec.decode(DaemonEnvelope.self, from: buffer) {
+                onEnvelope(envelope)
+            } else {
+                context.close(promise: nil)
+            }
+        }
+
+        func channelInactive(context: ChannelHandlerContext) {
+            onClose()
+            context.fireChannelInactive()
+        }
+
+        func errorCaught(context: ChannelHandlerContext, error: any Error) {
+            context.close(promise: nil)
+        }
+    }
+}

@@ -1,0 +1,62 @@
+import Foundation
+import NIOCore
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// Who is on the other end of a Unix domain socket, as the kernel says (`SO_PEERCRED`).
+public struct PeerCredentials: Sendable, Hashable {
+    public var pid: Int32
+    public var uid: UInt32
+    public var gid: UInt32
+
+    public init(pid: Int32, uid: UInt32, gid: UInt32) {
+        self.pid = pid
+        self.uid = uid
+        self.gid = gid
+    }
+
+    /// The peer's executable (`/proc/<pid>/exe`), resolved; nil once the process is gone.
+    public var executablePath: String? {
+        let link = "/proc/\(pid)/exe"
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let count = readlink(link, &buffer, buffer.count - 1)
+        guard count > 0 else { return nil }
+        let path = buffer.withUnsafeBufferPointer { pointer in
+            String(decoding: UnsafeRawBufferPointer(start: pointer.baseAddress, count: count), as: UTF8.self)
+        }
+        // The kernel appends " (deleted)" when the file was replaced after exec.
+        return path
+    }
+
+    /// Reads the credentials of a connected Unix-socket channel.
+    public static func of(_ channel: any Channel) async throws -> PeerCredentials {
+        guard let provider = channel as? any SocketOptionProvider else {
+            throw IPCError.peerCredentialsUnavailable
+        }
+        #if os(Linux)
+        let cred: ucred = try await provider.unsafeGetSocketOption(
+            level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_PEERCRED)
+        ).get()
+        return PeerCredentials(pid: cred.pid, uid: cred.uid, gid: cred.gid)
+        #else
+        throw IPCError.peerCredentialsUnavailable
+        #endif
+    }
+}
+
+public enum IPCError: Error, Sendable, Hashable, CustomStringConvertible {
+    case peerCredentialsUnavailable
+    case connectionClosed
+    case malformedFrame(String)
+
+    public var description: String {
+        switch self {
+        case .peerCredentialsUnavailable: "the peer's credentials could not be read from the socket"
+        case .connectionClosed: "the connection to the notification daemon closed"
+        case .malformedFrame(let detail): "malformed frame: \(detail)"
+        }
+    }
+}

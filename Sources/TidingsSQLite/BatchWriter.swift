@@ -1,0 +1,101 @@
+import Foundation
+import GRDB
+import Synchronization
+import TidingsStorage
+
+/// Group commit for SQLite: operations queue up in submission order and a single writer
+/// runs everything queued in one transaction, then completes their tickets. Each operation
+/// runs in its own savepoint, so one that fails leaves the others of its batch intact.
+///
+/// Latency stays that of one commit while the writer is idle; under load, a batch grows to
+/// whatever arrived during the previous commit, so throughput is not one fsync per operation.
+public final class BatchWriter: Sendable {
+    struct Operation: Sendable {
+        /// Runs inside the batch's transaction and returns what completes the ticket after the commit.
+        let execute: @Sendable (Database) -> @Sendable () -> Void
+        let fail: @Sendable (any Error) -> Void
+    }
+
+    private struct State {
+        var queue: [Operation] = []
+        var running = false
+    }
+
+    public let database: DatabaseQueue
+    private let state = Mutex(State())
+    private let dispatch = DispatchQueue(label: "tidings.sqlite.writer")
+
+    public init(database: DatabaseQueue) {
+        self.database = database
+    }
+
+    /// Opens (creating) a database file in WAL mode with `synchronous = FULL`, read back to be sure.
+    public static func open(path: String) throws -> DatabaseQueue {
+        var configuration = Configuration()
+        configuration.journalMode = .wal
+        configuration.busyMode = .timeout(5)
+        let queue = try DatabaseQueue(path: path, configuration: configuration)
+        // GRDB sets synchronous=NORMAL for WAL after prepareDatabase; set FULL afterwards.
+        try queue.writeWithoutTransaction { db in
+            try db.execute(sql: "PRAGMA synchronous = FULL")
+            let value = try Int.fetchOne(db, sql: "PRAGMA synchronous")
+            guard value == 2 else { throw DatabaseError(message: "PRAGMA synchronous is \(value ?? -1), expected FULL (2)") }
+        }
+        return queue
+    }
+
+    /// Queues `body`; its ticket completes after the transaction that ran it committed.
+    public func submit<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) -> StoreTicket<T> {
+        let (ticket, complete) = StoreTicket<T>.make()
+        let operation = Operation(
+            execute: { db in
+                do {
+                    var result: T?
+                    try db.inSavepoint {
+                        result = try body(db)
+                        return .commit
+                    }
+                    let value = result!
+                    return { complete(.success(value)) }
+                } catch {
+                    return { complete(.failure(error)) }
+                }
+            },
+            fail: { error in complete(.failure(error)) })
+        let start = state.withLock { state -> Bool in
+            state.queue.append(operation)
+            guard !state.running else { return false }
+            state.running = true
+            return true
+        }
+        if start { dispatch.async { self.drain() } }
+        return ticket
+    }
+
+    private func drain() {
+        while true {
+            let batch = state.withLock { state -> [Operation] in
+                if state.queue.isEmpty {
+                    state.running = false
+                    return []
+                }
+                defer { state.queue.removeAll(keepingCapacity: true) }
+                return state.queue
+            }
+            if batch.isEmpty { return }
+            var finishers: [@Sendable () -> Void] = []
+            finishers.reserveCapacity(batch.count)
+            do {
+                try database.writeWithoutTransaction { db in
+                    try db.inTransaction(.immediate) {
+                        for operation in batch { finishers.append(operation.execute(db)) }
+                        return .commit
+                    }
+                }
+                for finish in finishers { finish() }
+            } catch {
+                for operation in batch { operation.fail(error) }
+            }
+        }
+    }
+}

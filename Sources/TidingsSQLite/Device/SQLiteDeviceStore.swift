@@ -1,0 +1,340 @@
+import Foundation
+import GRDB
+import TidingsCore
+import TidingsStorage
+
+/// The embedded default `DeviceStore`: one SQLite file in WAL mode, written with group
+/// commit (`BatchWriter`). A ticket completes after its transaction committed with
+/// `synchronous = FULL`, so what was acknowledged survives `kill -9` and power loss.
+public final class SQLiteDeviceStore: DeviceStore {
+    public let writer: BatchWriter
+
+    public init(path: String) throws {
+        let database = try BatchWriter.open(path: path)
+        try Self.migrator.migrate(database)
+        self.writer = BatchWriter(database: database)
+    }
+
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("device-v1") { db in
+            try db.execute(sql: """
+                CREATE TABLE app (bundle_id TEXT PRIMARY KEY NOT NULL, record BLOB NOT NULL);
+                CREATE TABLE settings (bundle_id TEXT PRIMARY KEY NOT NULL, value BLOB NOT NULL);
+                CREATE TABLE categories (bundle_id TEXT PRIMARY KEY NOT NULL, value BLOB NOT NULL);
+                CREATE TABLE pending (
+                    key INTEGER PRIMARY KEY AUTOINCREMENT,
+                    bundle_id TEXT NOT NULL,
+                    identifier TEXT NOT NULL,
+                    next_fire REAL,
+                    location INTEGER NOT NULL DEFAULT 0,
+                    request BLOB NOT NULL
+                );
+                CREATE UNIQUE INDEX pending_identity ON pending(bundle_id, identifier);
+                CREATE INDEX pending_location ON pending(location) WHERE location = 1;
+                CREATE TABLE delivered (
+                    bundle_id TEXT NOT NULL,
+                    identifier TEXT NOT NULL,
+                    seq INTEGER NOT NULL,
+                    date REAL NOT NULL,
+                    request BLOB NOT NULL,
+                    PRIMARY KEY (bundle_id, identifier)
+                );
+                CREATE INDEX delivered_order ON delivered(bundle_id, seq);
+                CREATE TABLE badge (bundle_id TEXT PRIMARY KEY NOT NULL, count INTEGER NOT NULL);
+                CREATE TABLE held_response (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    bundle_id TEXT NOT NULL,
+                    response BLOB NOT NULL
+                );
+                CREATE INDEX held_response_app ON held_response(bundle_id, id);
+                """)
+        }
+        return migrator
+    }
+
+    // MARK: Coding
+
+    private static func encode<T: Encodable>(_ value: T) throws -> Data {
+        try JSONEncoder().encode(value)
+    }
+
+    private static func decode<T: Decodable>(_ type: T.Type, _ data: Data) throws -> T {
+        try JSONDecoder().decode(type, from: data)
+    }
+
+    // MARK: Apps
+
+    public func upsertApp(_ app: AppRecord) -> StoreTicket<Void> {
+        writer.submit { db in
+            try db.execute(sql: "INSERT OR REPLACE INTO app (bundle_id, record) VALUES (?, ?)",
+                           arguments: [app.bundleIdentifier, try Self.encode(app)])
+        }
+    }
+
+    public func app(_ bundleIdentifier: String) -> StoreTicket<AppRecord?> {
+        writer.submit { db in
+            try Data.fetchOne(db, sql: "SELECT record FROM app WHERE bundle_id = ?", arguments: [bundleIdentifier])
+                .map { try Self.decode(AppRecord.self, $0) }
+        }
+    }
+
+    public func apps() -> StoreTicket<[AppRecord]> {
+        writer.submit { db in
+            try Data.fetchAll(db, sql: "SELECT record FROM app ORDER BY bundle_id").map { try Self.decode(AppRecord.self, $0) }
+        }
+    }
+
+    public func removeApp(_ bundleIdentifier: String) -> StoreTicket<[AttachmentValue]> {
+        writer.submit { db in
+            var attachments: [AttachmentValue] = []
+            for data in try Data.fetchAll(db, sql: "SELECT request FROM pending WHERE bundle_id = ?", arguments: [bundleIdentifier]) {
+                attachments += try Self.decode(NotificationRequestValue.self, data).content.attachments
+            }
+            for data in try Data.fetchAll(db, sql: "SELECT request FROM delivered WHERE bundle_id = ?", arguments: [bundleIdentifier]) {
+                attachments += try Self.decode(NotificationRequestValue.self, data).content.attachments
+            }
+            for table in ["app", "settings", "categories", "pending", "delivered", "badge", "held_response"] {
+                try db.execute(sql: "DELETE FROM \(table) WHERE bundle_id = ?", arguments: [bundleIdentifier])
+            }
+            return attachments
+        }
+    }
+
+    // MARK: Settings and categories
+
+    public func settings(_ bundleIdentifier: String) -> StoreTicket<NotificationSettingsValue?> {
+        writer.submit { db in
+            try Data.fetchOne(db, sql: "SELECT value FROM settings WHERE bundle_id = ?", arguments: [bundleIdentifier])
+                .map { try Self.decode(NotificationSettingsValue.self, $0) }
+        }
+    }
+
+    public func setSettings(_ settings: NotificationSettingsValue, for bundleIdentifier: String) -> StoreTicket<Void> {
+        writer.submit { db in
+            try db.execute(sql: "INSERT OR REPLACE INTO settings (bundle_id, value) VALUES (?, ?)",
+                           arguments: [bundleIdentifier, try Self.encode(settings)])
+        }
+    }
+
+    public func categories(_ bundleIdentifier: String) -> StoreTicket<[CategoryValue]> {
+        writer.submit { db in
+            try Data.fetchOne(db, sql: "SELECT value FROM categories WHERE bundle_id = ?", arguments: [bundleIdentifier])
+                .map { try Self.decode([CategoryValue].self, $0) } ?? []
+        }
+    }
+
+    public func setCategories(_ categories: [CategoryValue], for bundleIdentifier: String) -> StoreTicket<Void> {
+        writer.submit { db in
+            try db.execute(sql: "INSERT OR REPLACE INTO categories (bundle_id, value) VALUES (?, ?)",
+                           arguments: [bundleIdentifier, try Self.encode(categories)])
+        }
+    }
+
+    // MARK: Pending
+
+    public func addPending(_ request: NotificationRequestValue, for bundleIdentifier: String, nextFire: Date?, limit: Int?) -> StoreTicket<PendingReplacement> {
+        writer.submit { db in
+            let replaced = try Data.fetchOne(db, sql: "SELECT request FROM pending WHERE bundle_id = ? AND identifier = ?",
+                                             arguments: [bundleIdentifier, request.identifier])
+                .map { try Self.decode(NotificationRequestValue.self, $0) }
+            if replaced != nil {
+                try db.execute(sql: "DELETE FROM pending WHERE bundle_id = ? AND identifier = ?", arguments: [bundleIdentifier, request.identifier])
+            }
+            var isLocation = false
+            if case .location? = request.trigger { isLocation = true }
+            try db.execute(sql: "INSERT INTO pending (bundle_id, identifier, next_fire, location, request) VALUES (?, ?, ?, ?, ?)",
+                           arguments: [bundleIdentifier, request.identifier, nextFire?.timeIntervalSince1970, isLocation ? 1 : 0, try Self.encode(request)])
+            let key = db.lastInsertedRowID
+            var evicted: [NotificationRequestValue] = []
+            if let limit {
+                let count = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM pending WHERE bundle_id = ?", arguments: [bundleIdentifier]) ?? 0
+                if count > limit {
+                    let rows = try Row.fetchAll(db, sql: "SELECT key, request FROM pending WHERE bundle_id = ? ORDER BY key LIMIT ?",
+                                                arguments: [bundleIdentifier, count - limit])
+                    for row in rows {
+                        evicted.append(try Self.decode(NotificationRequestValue.self, row["request"]))
+                        try db.execute(sql: "DELETE FROM pending WHERE key = ?", arguments: [row["key"] as Int64])
+                    }
+                }
+            }
+            return PendingReplacement(key: key, replacedPending: replaced, evicted: evicted)
+        }
+    }
+
+    public func pending(_ bundleIdentifier: String) -> StoreTicket<[NotificationRequestValue]> {
+        writer.submit { db in
+            try Data.fetchAll(db, sql: "SELECT request FROM pending WHERE bundle_id = ? ORDER BY key", arguments: [bundleIdentifier])
+                .map { try Self.decode(NotificationRequestValue.self, $0) }
+        }
+    }
+
+    private static func record(_ row: Row) throws -> PendingRecord {
+        let nextFire: Double? = row["next_fire"]
+        return PendingRecord(key: row["key"], bundleIdentifier: row["bundle_id"],
+                             request: try decode(NotificationRequestValue.self, row["request"]),
+                             nextFire: nextFire.map { Date(timeIntervalSince1970: $0) })
+    }
+
+    public func pendingRecord(key: Int64) -> StoreTicket<PendingRecord?> {
+        writer.submit { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM pending WHERE key = ?", arguments: [key]).map(Self.record)
+        }
+    }
+
+    public func removePending(_ identifiers: [String], for bundleIdentifier: String) -> StoreTicket<[NotificationRequestValue]> {
+        writer.submit { db in
+            var removed: [NotificationRequestValue] = []
+            for identifier in identifiers {
+                if let data = try Data.fetchOne(db, sql: "SELECT request FROM pending WHERE bundle_id = ? AND identifier = ?", arguments: [bundleIdentifier, identifier]) {
+                    removed.append(try Self.decode(NotificationRequestValue.self, data))
+                    try db.execute(sql: "DELETE FROM pending WHERE bundle_id = ? AND identifier = ?", arguments: [bundleIdentifier, identifier])
+                }
+            }
+            return removed
+        }
+    }
+
+    public func removeAllPending(_ bundleIdentifier: String) -> StoreTicket<[NotificationRequestValue]> {
+        writer.submit { db in
+            let removed = try Data.fetchAll(db, sql: "SELECT request FROM pending WHERE bundle_id = ? ORDER BY key", arguments: [bundleIdentifier])
+                .map { try Self.decode(NotificationRequestValue.self, $0) }
+            try db.execute(sql: "DELETE FROM pending WHERE bundle_id = ?", arguments: [bundleIdentifier])
+            return removed
+        }
+    }
+
+    public func schedule() -> StoreTicket<[ScheduleEntry]> {
+        writer.submit { db in
+            var entries: [ScheduleEntry] = []
+            let cursor = try Row.fetchCursor(db, sql: "SELECT key, next_fire FROM pending WHERE next_fire IS NOT NULL")
+            while let row = try cursor.next() {
+                entries.append(ScheduleEntry(key: row[0], nextFire: Date(timeIntervalSince1970: row[1])))
+            }
+            return entries
+        }
+    }
+
+    public func locationPending() -> StoreTicket<[PendingRecord]> {
+        writer.submit { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM pending WHERE location = 1 ORDER BY key").map(Self.record)
+        }
+    }
+
+    public func fire(key: Int64, at date: Date, nextFire: Date?, keepPending: Bool, deliver: Bool) -> StoreTicket<FireOutcome?> {
+        writer.submit { db in
+            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM pending WHERE key = ?", arguments: [key]) else { return nil }
+            let record = try Self.record(row)
+            if keepPending {
+                try db.execute(sql: "UPDATE pending SET next_fire = ? WHERE key = ?", arguments: [nextFire?.timeIntervalSince1970, key])
+            } else {
+                try db.execute(sql: "DELETE FROM pending WHERE key = ?", arguments: [key])
+            }
+            let notification = DeliveredNotificationValue(request: record.request, date: date)
+            let replaced = deliver ? try Self.insertDelivered(db, notification, bundleIdentifier: record.bundleIdentifier) : nil
+            return FireOutcome(notification: notification, replacedDelivered: replaced)
+        }
+    }
+
+    // MARK: Delivered
+
+    /// Inserts a delivered notification; one with the same identifier is replaced in place
+    /// (it keeps its position in the list).
+    private static func insertDelivered(_ db: Database, _ notification: DeliveredNotificationValue, bundleIdentifier: String) throws -> DeliveredNotificationValue? {
+        let identifier = notification.request.identifier
+        let existing = try Row.fetchOne(db, sql: "SELECT seq, date, request FROM delivered WHERE bundle_id = ? AND identifier = ?",
+                                        arguments: [bundleIdentifier, identifier])
+        let body = try encode(notification.request)
+        if let existing {
+            try db.execute(sql: "UPDATE delivered SET date = ?, request = ? WHERE bundle_id = ? AND identifier = ?",
+                           arguments: [notification.date.timeIntervalSince1970, body, bundleIdentifier, identifier])
+            return DeliveredNotificationValue(request: try decode(NotificationRequestValue.self, existing["request"]),
+                                              date: Date(timeIntervalSince1970: existing["date"]))
+        }
+        let seq = (try Int64.fetchOne(db, sql: "SELECT MAX(seq) FROM delivered WHERE bundle_id = ?", arguments: [bundleIdentifier]) ?? 0) + 1
+        try db.execute(sql: "INSERT INTO delivered (bundle_id, identifier, seq, date, request) VALUES (?, ?, ?, ?, ?)",
+                       arguments: [bundleIdentifier, identifier, seq, notification.date.timeIntervalSince1970, body])
+        return nil
+    }
+
+    private static func delivered(_ row: Row) throws -> DeliveredNotificationValue {
+        DeliveredNotificationValue(request: try decode(NotificationRequestValue.self, row["request"]), date: Date(timeIntervalSince1970: row["date"]))
+    }
+
+    public func deliver(_ notification: DeliveredNotificationValue, for bundleIdentifier: String) -> StoreTicket<DeliveredNotificationValue?> {
+        writer.submit { db in try Self.insertDelivered(db, notification, bundleIdentifier: bundleIdentifier) }
+    }
+
+    public func delivered(_ bundleIdentifier: String) -> StoreTicket<[DeliveredNotificationValue]> {
+        writer.submit { db in
+            try Row.fetchAll(db, sql: "SELECT date, request FROM delivered WHERE bundle_id = ? ORDER BY seq", arguments: [bundleIdentifier])
+                .map(Self.delivered)
+        }
+    }
+
+    public func deliveredNotification(_ identifier: String, for bundleIdentifier: String) -> StoreTicket<DeliveredNotificationValue?> {
+        writer.submit { db in
+            try Row.fetchOne(db, sql: "SELECT date, request FROM delivered WHERE bundle_id = ? AND identifier = ?", arguments: [bundleIdentifier, identifier])
+                .map(Self.delivered)
+        }
+    }
+
+    public func removeDelivered(_ identifiers: [String], for bundleIdentifier: String) -> StoreTicket<[DeliveredNotificationValue]> {
+        writer.submit { db in
+            var removed: [DeliveredNotificationValue] = []
+            for identifier in identifiers {
+                if let row = try Row.fetchOne(db, sql: "SELECT date, request FROM delivered WHERE bundle_id = ? AND identifier = ?", arguments: [bundleIdentifier, identifier]) {
+                    removed.append(try Self.delivered(row))
+                    try db.execute(sql: "DELETE FROM delivered WHERE bundle_id = ? AND identifier = ?", arguments: [bundleIdentifier, identifier])
+                }
+            }
+            return removed
+        }
+    }
+
+    public func removeAllDelivered(_ bundleIdentifier: String) -> StoreTicket<[DeliveredNotificationValue]> {
+        writer.submit { db in
+            let removed = try Row.fetchAll(db, sql: "SELECT date, request FROM delivered WHERE bundle_id = ? ORDER BY seq", arguments: [bundleIdentifier])
+                .map(Self.delivered)
+            try db.execute(sql: "DELETE FROM delivered WHERE bundle_id = ?", arguments: [bundleIdentifier])
+            return removed
+        }
+    }
+
+    // MARK: Badge
+
+    public func badge(_ bundleIdentifier: String) -> StoreTicket<Int> {
+        writer.submit { db in
+            try Int.fetchOne(db, sql: "SELECT count FROM badge WHERE bundle_id = ?", arguments: [bundleIdentifier]) ?? 0
+        }
+    }
+
+    public func setBadge(_ count: Int, for bundleIdentifier: String) -> StoreTicket<Void> {
+        writer.submit { db in
+            try db.execute(sql: "INSERT OR REPLACE INTO badge (bundle_id, count) VALUES (?, ?)", arguments: [bundleIdentifier, count])
+        }
+    }
+
+    // MARK: Held responses
+
+    public func holdResponse(_ response: ResponseValue, for bundleIdentifier: String) -> StoreTicket<Int64> {
+        writer.submit { db in
+            try db.execute(sql: "INSERT INTO held_response (bundle_id, response) VALUES (?, ?)", arguments: [bundleIdentifier, try Self.encode(response)])
+            return db.lastInsertedRowID
+        }
+    }
+
+    public func heldResponses(_ bundleIdentifier: String) -> StoreTicket<[HeldResponse]> {
+        writer.submit { db in
+            try Row.fetchAll(db, sql: "SELECT id, response FROM held_response WHERE bundle_id = ? ORDER BY id", arguments: [bundleIdentifier]).map { row in
+                HeldResponse(id: row["id"], bundleIdentifier: bundleIdentifier, response: try Self.decode(ResponseValue.self, row["response"]))
+            }
+        }
+    }
+
+    public func releaseResponse(id: Int64) -> StoreTicket<Void> {
+        writer.submit { db in
+            try db.execute(sql: "DELETE FROM held_response WHERE id = ?", arguments: [id])
+        }
+    }
+}

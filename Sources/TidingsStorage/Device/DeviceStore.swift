@@ -1,0 +1,177 @@
+import Foundation
+import TidingsCore
+
+/// An installed app, from its manifest (the Info.plist of Linux).
+public struct AppRecord: Sendable, Hashable, Codable {
+    public var bundleIdentifier: String
+    public var displayName: String
+    /// Absolute path of the executable that identifies the app's processes.
+    public var executable: String
+    /// Arguments the daemon passes when it launches the app.
+    public var arguments: [String]
+    /// The directory the manifest came from: the app's own files.
+    public var directory: String
+    /// Extensions declared by the manifest.
+    public var extensions: [AppExtensionRecord]
+    /// `Localizable.strings`-style tables: language → key → value.
+    public var localizedStrings: [String: [String: String]]
+    public var installedAt: Date
+
+    public init(bundleIdentifier: String, displayName: String, executable: String, arguments: [String] = [], directory: String, extensions: [AppExtensionRecord] = [], localizedStrings: [String: [String: String]] = [:], installedAt: Date) {
+        self.bundleIdentifier = bundleIdentifier
+        self.displayName = displayName
+        self.executable = executable
+        self.arguments = arguments
+        self.directory = directory
+        self.extensions = extensions
+        self.localizedStrings = localizedStrings
+        self.installedAt = installedAt
+    }
+}
+
+/// A service or content extension declared in an app's manifest.
+public struct AppExtensionRecord: Sendable, Hashable, Codable {
+    public enum Point: String, Sendable, Hashable, Codable {
+        case service = "com.apple.usernotifications.service"
+        case content = "com.apple.usernotifications.content-extension"
+    }
+    public var bundleIdentifier: String
+    public var point: Point
+    public var executable: String
+    /// `NSExtensionAttributes` (e.g. `UNNotificationExtensionCategory`).
+    public var attributes: [String: PropertyListValue]
+
+    public init(bundleIdentifier: String, point: Point, executable: String, attributes: [String: PropertyListValue] = [:]) {
+        self.bundleIdentifier = bundleIdentifier
+        self.point = point
+        self.executable = executable
+        self.attributes = attributes
+    }
+}
+
+/// A pending request as the scheduler sees it.
+public struct PendingRecord: Sendable, Hashable {
+    /// Store-assigned key; a replaced request gets a new key.
+    public var key: Int64
+    public var bundleIdentifier: String
+    public var request: NotificationRequestValue
+    /// When it fires next; nil for location triggers, which wait for a region event.
+    public var nextFire: Date?
+
+    public init(key: Int64, bundleIdentifier: String, request: NotificationRequestValue, nextFire: Date?) {
+        self.key = key
+        self.bundleIdentifier = bundleIdentifier
+        self.request = request
+        self.nextFire = nextFire
+    }
+}
+
+/// A pending request's place in the schedule.
+public struct ScheduleEntry: Sendable, Hashable {
+    public var key: Int64
+    public var nextFire: Date
+    public init(key: Int64, nextFire: Date) {
+        self.key = key
+        self.nextFire = nextFire
+    }
+}
+
+/// What `addPending` displaced.
+public struct PendingReplacement: Sendable, Hashable {
+    /// The key the new request got.
+    public var key: Int64
+    /// A pending request with the same identifier, now gone.
+    public var replacedPending: NotificationRequestValue?
+    /// Requests dropped to keep the per-app limit (oldest added first).
+    public var evicted: [NotificationRequestValue]
+
+    public init(key: Int64, replacedPending: NotificationRequestValue?, evicted: [NotificationRequestValue]) {
+        self.key = key
+        self.replacedPending = replacedPending
+        self.evicted = evicted
+    }
+}
+
+/// What firing a pending request did.
+public struct FireOutcome: Sendable, Hashable {
+    public var notification: DeliveredNotificationValue
+    /// A delivered notification with the same identifier that this one replaced.
+    public var replacedDelivered: DeliveredNotificationValue?
+
+    public init(notification: DeliveredNotificationValue, replacedDelivered: DeliveredNotificationValue?) {
+        self.notification = notification
+        self.replacedDelivered = replacedDelivered
+    }
+}
+
+/// A response the person made that the app has not handled yet.
+public struct HeldResponse: Sendable, Hashable {
+    public var id: Int64
+    public var bundleIdentifier: String
+    public var response: ResponseValue
+
+    public init(id: Int64, bundleIdentifier: String, response: ResponseValue) {
+        self.id = id
+        self.bundleIdentifier = bundleIdentifier
+        self.response = response
+    }
+}
+
+/// The device's durable state: installed apps, and per app its settings, categories,
+/// pending requests, delivered notifications, badge and unhandled responses.
+///
+/// Every operation is queued in call order and returns a `StoreTicket` that completes
+/// when the operation is durable (reads: when it has run after everything before it). Backends: `InMemoryDeviceStore`
+/// (tests, ephemeral use) and `SQLiteDeviceStore` (the embedded default). One
+/// conformance suite (`DeviceStoreConformance`) covers both.
+public protocol DeviceStore: Sendable {
+    // Apps
+    func upsertApp(_ app: AppRecord) -> StoreTicket<Void>
+    func app(_ bundleIdentifier: String) -> StoreTicket<AppRecord?>
+    func apps() -> StoreTicket<[AppRecord]>
+    /// Removes the app and everything it owns; returns its attachments' paths for deletion.
+    func removeApp(_ bundleIdentifier: String) -> StoreTicket<[AttachmentValue]>
+
+    // Settings and categories
+    func settings(_ bundleIdentifier: String) -> StoreTicket<NotificationSettingsValue?>
+    func setSettings(_ settings: NotificationSettingsValue, for bundleIdentifier: String) -> StoreTicket<Void>
+    func categories(_ bundleIdentifier: String) -> StoreTicket<[CategoryValue]>
+    func setCategories(_ categories: [CategoryValue], for bundleIdentifier: String) -> StoreTicket<Void>
+
+    // Pending
+    /// Adds a request, replacing a pending one with the same identifier; when `limit` is
+    /// set, drops the app's oldest-added requests beyond it.
+    func addPending(_ request: NotificationRequestValue, for bundleIdentifier: String, nextFire: Date?, limit: Int?) -> StoreTicket<PendingReplacement>
+    func pending(_ bundleIdentifier: String) -> StoreTicket<[NotificationRequestValue]>
+    func pendingRecord(key: Int64) -> StoreTicket<PendingRecord?>
+    /// Removes pending requests by identifier; returns the removed ones.
+    func removePending(_ identifiers: [String], for bundleIdentifier: String) -> StoreTicket<[NotificationRequestValue]>
+    func removeAllPending(_ bundleIdentifier: String) -> StoreTicket<[NotificationRequestValue]>
+    /// Every pending request's key and next fire date (scheduler recovery).
+    func schedule() -> StoreTicket<[ScheduleEntry]>
+    /// Every pending request waiting for a location event.
+    func locationPending() -> StoreTicket<[PendingRecord]>
+
+    /// Fires a pending request atomically: it becomes delivered (replacing a delivered
+    /// notification with the same identifier), and stays pending with `nextFire` if it
+    /// repeats or leaves the pending set if not. Returns nil when the key is gone.
+    /// With `deliver` false the notification is not kept as delivered (not shown in a list).
+    func fire(key: Int64, at date: Date, nextFire: Date?, keepPending: Bool, deliver: Bool) -> StoreTicket<FireOutcome?>
+
+    // Delivered
+    /// Records a notification as delivered (remote and immediate ones), replacing one with the same identifier.
+    func deliver(_ notification: DeliveredNotificationValue, for bundleIdentifier: String) -> StoreTicket<DeliveredNotificationValue?>
+    func delivered(_ bundleIdentifier: String) -> StoreTicket<[DeliveredNotificationValue]>
+    func deliveredNotification(_ identifier: String, for bundleIdentifier: String) -> StoreTicket<DeliveredNotificationValue?>
+    func removeDelivered(_ identifiers: [String], for bundleIdentifier: String) -> StoreTicket<[DeliveredNotificationValue]>
+    func removeAllDelivered(_ bundleIdentifier: String) -> StoreTicket<[DeliveredNotificationValue]>
+
+    // Badge
+    func badge(_ bundleIdentifier: String) -> StoreTicket<Int>
+    func setBadge(_ count: Int, for bundleIdentifier: String) -> StoreTicket<Void>
+
+    // Responses waiting for their app
+    func holdResponse(_ response: ResponseValue, for bundleIdentifier: String) -> StoreTicket<Int64>
+    func heldResponses(_ bundleIdentifier: String) -> StoreTicket<[HeldResponse]>
+    func releaseResponse(id: Int64) -> StoreTicket<Void>
+}
