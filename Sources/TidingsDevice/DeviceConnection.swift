@@ -1,0 +1,299 @@
+import Crypto
+import Foundation
+import Logging
+import NIOCore
+import NIOExtras
+import NIOPosix
+import NIOSSL
+import Synchronization
+import TidingsCore
+
+/// How to reach a gateway's device channel and who this device is.
+public struct DeviceClientConfiguration: Sendable {
+    public var host: String
+    public var port: Int
+    /// The device key: keep it (e.g. `pemRepresentation`) to be the same device next time.
+    public var deviceKey: P256.Signing.PrivateKey
+    /// Certificates to trust (PEM files); empty: the system's roots.
+    public var trustRootPaths: [String] = []
+    /// The name to check the certificate against; `nil` for an IP address host.
+    public var serverHostname: String?
+    /// How long the TLS handshake and key proof may take.
+    public var connectTimeout: TimeAmount = .seconds(10)
+
+    public init(host: String, port: Int, deviceKey: P256.Signing.PrivateKey, trustRootPaths: [String] = []) {
+        self.host = host
+        self.port = port
+        self.deviceKey = deviceKey
+        self.trustRootPaths = trustRootPaths
+        self.serverHostname = host.first.map { $0.isNumber || host.contains(":") } == true ? nil : host
+    }
+}
+
+/// A later stage of a delivered push that the device reports (delivery inspection).
+public struct DeviceDeliveryEvent: RawRepresentable, Sendable, Hashable {
+    public let rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+    public static let presented = DeviceDeliveryEvent(rawValue: "presented")
+    public static let answered = DeviceDeliveryEvent(rawValue: "answered")
+}
+
+/// A failure reported by the gateway or the connection.
+public struct DeviceClientError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// An APNs-style reason string (`BadTopic`, `BadDeviceKey`, `ConnectionClosed`, …).
+    public var reason: String
+    public var message: String
+    public init(reason: String, message: String) {
+        self.reason = reason
+        self.message = message
+    }
+    public var description: String { "\(reason): \(message)" }
+    public static let closed = DeviceClientError(reason: "ConnectionClosed", message: "the device channel is closed")
+}
+
+/// A connection from a device to a Tidings gateway's device channel (docs/device-protocol.md).
+///
+/// ```swift
+/// let connection = try await DeviceConnection.connect(configuration)
+/// let token = try await connection.requestToken(topic: "com.example.app", environment: .development)
+/// for try await push in connection.pushes {
+///     // … make it durable on the device, then:
+///     connection.acknowledge(push)
+/// }
+/// ```
+/// Pushes arrive in order, at least once: a push not acknowledged before the connection
+/// ends comes again on the next connection, so dedupe by `apnsID` + `sequence`.
+public final class DeviceConnection: Sendable {
+    /// The gateway's id for this device (hex SHA-256 of its public key).
+    public let deviceID: String
+    /// Every push for this device, in order. The stream ends when the connection closes
+    /// (throwing if it failed). One consumer.
+    public let pushes: AsyncThrowingStream<DevicePush, any Error>
+
+    private let channel: any Channel
+    private let shared: DeviceConnectionShared
+
+    init(deviceID: String, channel: any Channel, shared: DeviceConnectionShared, pushes: AsyncThrowingStream<DevicePush, any Error>) {
+        self.deviceID = deviceID
+        self.channel = channel
+        self.shared = shared
+        self.pushes = pushes
+    }
+
+    /// Connects, proves possession of the device key, and returns once the gateway welcomed
+    /// the device. Stored pushes start arriving on `pushes` right away.
+    public static func connect(
+        _ configuration: DeviceClientConfiguration,
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        logger: Logger = Logger(label: "tidings.device")
+    ) async throws -> DeviceConnection {
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.minimumTLSVersion = .tlsv12
+        if !configuration.trustRootPaths.isEmpty {
+            tls.trustRoots = .certificates(try configuration.trustRootPaths.flatMap { try NIOSSLCertificate.fromPEMFile($0) })
+        }
+        let sslContext = try NIOSSLContext(configuration: tls)
+        let (pushes, pushContinuation) = AsyncThrowingStream<DevicePush, any Error>.makeStream()
+        let shared = DeviceConnectionShared(pushes: pushContinuation)
+        let key = configuration.deviceKey
+        let hostname = configuration.serverHostname
+        let welcomed = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<String, any Error>) in
+            shared.setWelcome(continuation)
+            let connect = ClientBootstrap(group: eventLoopGroup)
+                .connectTimeout(configuration.connectTimeout)
+                .channelOption(.socketOption(.tcp_nodelay), value: 1)
+                .channelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        let sync = channel.pipeline.syncOperations
+                        try sync.addHandler(try NIOSSLClientHandler(context: sslContext, serverHostname: hostname))
+                        try sync.addHandler(ByteToMessageHandler(LengthFieldBasedFrameDecoder(lengthFieldBitLength: .fourBytes)))
+                        try sync.addHandler(LengthFieldPrepender(lengthFieldBitLength: .fourBytes))
+                        try sync.addHandler(DeviceClientHandler(shared: shared, key: key, logger: logger))
+                    }
+                }
+                .connect(host: configuration.host, port: configuration.port)
+            connect.whenSuccess { channel in
+                shared.setChannel(channel)
+                channel.eventLoop.scheduleTask(in: configuration.connectTimeout) {
+                    if shared.failWelcome(DeviceClientError(reason: "Timeout", message: "no welcome from the gateway")) {
+                        channel.close(promise: nil)
+                    }
+                }
+            }
+            connect.whenFailure { error in _ = shared.failWelcome(error) }
+        }
+        guard let channel = shared.channel else { throw DeviceClientError.closed }
+        return DeviceConnection(deviceID: welcomed, channel: channel, shared: shared, pushes: pushes)
+    }
+
+    /// Asks for the device token of an app topic (the bundle ID) in an environment. The same
+    /// token comes back until the app is removed.
+    public func requestToken(topic: String, environment: APNsEnvironment) async throws -> DeviceToken {
+        let reply = try await request { id in .requestToken(requestID: id, topic: topic, environment: environment) }
+        guard case .token(_, let hex) = reply else { throw DeviceClientError(reason: "ProtocolError", message: "unexpected \(reply)") }
+        return try DeviceToken(hex: hex)
+    }
+
+    /// Tells the gateway the app was removed: its tokens die, and providers get
+    /// `410 Unregistered` from now on.
+    public func removeApp(topic: String) async throws {
+        _ = try await request { id in .removeApp(requestID: id, topic: topic) }
+    }
+
+    /// Confirms a push is safely received; the gateway will not send it again.
+    public func acknowledge(_ push: DevicePush) { acknowledge(sequence: push.sequence) }
+
+    public func acknowledge(sequence: Int64) {
+        send(.ack(sequence: sequence))
+    }
+
+    /// Reports a later stage of a push (shown to the person, answered).
+    public func report(_ event: DeviceDeliveryEvent, apnsID: String) {
+        send(.event(apnsID: apnsID, event: event.rawValue))
+    }
+
+    /// Closes the connection; `pushes` finishes.
+    public func close() async {
+        try? await channel.close()
+    }
+
+    /// Completes when the connection has closed.
+    public func waitUntilClosed() async {
+        try? await channel.closeFuture.get()
+    }
+
+    private func send(_ message: DeviceMessage) {
+        channel.writeAndFlush(channel.allocator.buffer(bytes: message.encoded()), promise: nil)
+    }
+
+    private func request(_ make: (Int64) -> DeviceMessage) async throws -> DeviceMessage {
+        let id = shared.nextRequestID()
+        let message = make(id)
+        return try await withCheckedThrowingContinuation { continuation in
+            guard shared.addPending(id, continuation) else {
+                continuation.resume(throwing: DeviceClientError.closed)
+                return
+            }
+            send(message)
+        }
+    }
+}
+
+/// State shared between the connection object and its channel handler.
+final class DeviceConnectionShared: Sendable {
+    private struct State {
+        var welcome: CheckedContinuation<String, any Error>?
+        var channel: (any Channel)?
+        var pending: [Int64: CheckedContinuation<DeviceMessage, any Error>] = [:]
+        var nextID: Int64 = 1
+        var closed = false
+    }
+
+    private let state = Mutex(State())
+    let pushContinuation: AsyncThrowingStream<DevicePush, any Error>.Continuation
+
+    init(pushes: AsyncThrowingStream<DevicePush, any Error>.Continuation) { self.pushContinuation = pushes }
+
+    var channel: (any Channel)? { state.withLock { $0.channel } }
+
+    func setWelcome(_ c: CheckedContinuation<String, any Error>) { state.withLock { $0.welcome = c } }
+    func setChannel(_ channel: any Channel) { state.withLock { $0.channel = channel } }
+
+    func welcome(_ deviceID: String) {
+        state.withLock { s in defer { s.welcome = nil }; return s.welcome }?.resume(returning: deviceID)
+    }
+
+    /// Fails the pending connect; true when it was still pending.
+    func failWelcome(_ error: any Error) -> Bool {
+        guard let c = state.withLock({ s in defer { s.welcome = nil }; return s.welcome }) else { return false }
+        c.resume(throwing: error)
+        return true
+    }
+
+    func nextRequestID() -> Int64 { state.withLock { s in defer { s.nextID += 1 }; return s.nextID } }
+
+    func addPending(_ id: Int64, _ c: CheckedContinuation<DeviceMessage, any Error>) -> Bool {
+        state.withLock { s in
+            if s.closed { return false }
+            s.pending[id] = c
+            return true
+        }
+    }
+
+    func answer(_ id: Int64, with result: Result<DeviceMessage, any Error>) {
+        state.withLock { $0.pending.removeValue(forKey: id) }?.resume(with: result)
+    }
+
+    func closed(_ error: (any Error)?) {
+        let (welcome, pending) = state.withLock { s in
+            s.closed = true
+            defer { s.welcome = nil; s.pending.removeAll() }
+            return (s.welcome, Array(s.pending.values))
+        }
+        welcome?.resume(throwing: error ?? DeviceClientError.closed)
+        for p in pending { p.resume(throwing: error ?? DeviceClientError.closed) }
+        if let error { pushContinuation.finish(throwing: error) } else { pushContinuation.finish() }
+    }
+}
+
+final class DeviceClientHandler: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    private let shared: DeviceConnectionShared
+    private let key: P256.Signing.PrivateKey
+    private let logger: Logger
+    private var failure: (any Error)?
+
+    init(shared: DeviceConnectionShared, key: P256.Signing.PrivateKey, logger: Logger) {
+        self.shared = shared
+        self.key = key
+        self.logger = logger
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let buffer = unwrapInboundIn(data)
+        let message: DeviceMessage
+        do { message = try DeviceMessage(decoding: buffer.readableBytesView) } catch {
+            failure = DeviceClientError(reason: "ProtocolError", message: error.message)
+            context.close(promise: nil)
+            return
+        }
+        switch message {
+        case .challenge(let nonce):
+            do {
+                let signature = try DeviceChallenge.sign(nonce: nonce, with: key)
+                let hello = DeviceMessage.hello(publicKey: Array(key.publicKey.x963Representation), signature: signature)
+                context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(bytes: hello.encoded())), promise: nil)
+            } catch {
+                failure = error
+                context.close(promise: nil)
+            }
+        case .welcome(let deviceID):
+            shared.welcome(deviceID)
+        case .push(let push):
+            shared.pushContinuation.yield(push)
+        case .token(let id, _), .appRemoved(let id):
+            shared.answer(id, with: .success(message))
+        case .error(let id?, let reason, let text):
+            shared.answer(id, with: .failure(DeviceClientError(reason: reason, message: text)))
+        case .error(nil, let reason, let text):
+            failure = DeviceClientError(reason: reason, message: text)
+            logger.warning("gateway closed the device channel", metadata: ["reason": "\(reason)", "message": "\(text)"])
+        case .ping(let n):
+            context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(bytes: DeviceMessage.pong(n).encoded())), promise: nil)
+        default:
+            break
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        shared.closed(failure)
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if failure == nil { failure = error }
+        context.close(promise: nil)
+    }
+}

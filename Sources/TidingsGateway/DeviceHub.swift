@@ -1,0 +1,86 @@
+import Logging
+import NIOCore
+import Synchronization
+import TidingsCore
+import TidingsStorage
+
+/// The connected devices, by device id: where committed pushes go.
+final class DeviceHub: Sendable {
+    private let sessions = Mutex<[String: DeviceSession]>([:])
+    private let metrics: GatewayMetrics
+
+    init(metrics: GatewayMetrics) { self.metrics = metrics }
+
+    /// Attaches a session, returning the one it replaces (the same device connected again).
+    func attach(_ session: DeviceSession) -> DeviceSession? {
+        let (old, count) = sessions.withLock { s in
+            let old = s.updateValue(session, forKey: session.deviceID)
+            return (old, s.count)
+        }
+        metrics.connectedDevices.record(count)
+        return old
+    }
+
+    func detach(_ session: DeviceSession) {
+        let count = sessions.withLock { s in
+            if s[session.deviceID] === session { s[session.deviceID] = nil }
+            return s.count
+        }
+        metrics.connectedDevices.record(count)
+    }
+
+    func session(deviceID: String) -> DeviceSession? { sessions.withLock { $0[deviceID] } }
+
+    var count: Int { sessions.withLock { $0.count } }
+
+    var all: [DeviceSession] { sessions.withLock { Array($0.values) } }
+
+    /// Hands committed pushes to the sessions of their devices, in commit order.
+    func deliver(_ pushes: [StoredPush]) {
+        var byDevice: [String: [StoredPush]] = [:]
+        for p in pushes { byDevice[p.push.deviceID, default: []].append(p) }
+        let targets: [(DeviceSession, [StoredPush])] = sessions.withLock { s in
+            byDevice.compactMap { device, pushes in s[device].map { ($0, pushes) } }
+        }
+        for (session, pushes) in targets { session.committed(pushes) }
+    }
+}
+
+/// One connected device: its channel and its delivery state (owned by the channel's event loop).
+final class DeviceSession: Sendable {
+    let deviceID: String
+    let channel: any Channel
+    private let state: NIOLoopBoundBox<DeviceDeliveryStateMachine>
+
+    init(deviceID: String, channel: any Channel) {
+        self.deviceID = deviceID
+        self.channel = channel
+        self.state = NIOLoopBoundBox(DeviceDeliveryStateMachine(), eventLoop: channel.eventLoop)
+    }
+
+    func committed(_ pushes: [StoredPush]) {
+        channel.eventLoop.execute { [self] in
+            send(state.value.committed(pushes))
+        }
+    }
+
+    /// On the event loop.
+    func backlogLoaded(_ backlog: [StoredPush]) {
+        send(state.value.backlogLoaded(backlog))
+    }
+
+    /// On the event loop: whether the sequence was in flight on this connection.
+    func acknowledged(_ sequence: Int64) -> Bool { state.value.acknowledged(sequence) }
+
+    private func send(_ pushes: [StoredPush]) {
+        guard !pushes.isEmpty else { return }
+        for p in pushes {
+            let message = DeviceMessage.push(DevicePush(
+                sequence: p.sequence, apnsID: p.push.apnsID, token: p.push.token, topic: p.push.topic,
+                pushType: PushType(rawValue: p.push.pushType) ?? .alert, priority: Priority(rawValue: p.push.priority) ?? .immediate,
+                collapseID: p.push.collapseID, expiresAt: p.push.expiresAt, acceptedAt: p.push.acceptedAt, payload: p.push.payload))
+            channel.write(channel.allocator.buffer(bytes: message.encoded()), promise: nil)
+        }
+        channel.flush()
+    }
+}

@@ -1,0 +1,288 @@
+import Foundation
+import Logging
+import NIOCore
+import NIOExtras
+import NIOHTTP1
+import NIOHTTP2
+import NIOPosix
+import NIOSSL
+import ServiceLifecycle
+import Synchronization
+import TidingsCore
+import TidingsSQLite
+import TidingsStorage
+
+/// Where a running gateway listens (ports resolved when the configuration said 0).
+public struct GatewayAddresses: Sendable, Hashable {
+    public var provider: SocketAddress
+    public var device: SocketAddress
+    public var admin: SocketAddress?
+    /// The PEM certificate clients should trust, when the gateway made a self-signed one.
+    public var certificatePath: String?
+}
+
+/// Builds the gateway: one `Service` that serves the provider API, the device channel and
+/// the admin endpoint until graceful shutdown. Opens (and migrates) the store now, so that
+/// configuration errors surface before the service group starts.
+public func buildGateway(_ configuration: GatewayConfiguration) throws -> Gateway {
+    try Gateway(configuration: configuration)
+}
+
+/// The APNs-compatible push gateway.
+public final class Gateway: Service, Sendable {
+    public let configuration: GatewayConfiguration
+    let core: GatewayCore
+    private let group: MultiThreadedEventLoopGroup
+    private let threadPool: NIOThreadPool
+
+    private struct RunState {
+        var servers: [any Channel] = []
+        var providerConnections: [ObjectIdentifier: any Channel] = [:]
+        var deviceConnections: [ObjectIdentifier: any Channel] = [:]
+        var addresses: GatewayAddresses?
+        var waiters: [CheckedContinuation<GatewayAddresses, any Error>] = []
+        var failure: (any Error)?
+    }
+
+    private let runState = Mutex(RunState())
+
+    init(configuration: GatewayConfiguration) throws {
+        self.configuration = configuration
+        try FileManager.default.createDirectory(at: configuration.dataDirectory, withIntermediateDirectories: true)
+        let store: any GatewayStore
+        switch configuration.storage {
+        case .sqlite: store = try SQLiteGatewayStore(path: configuration.databasePath)
+        case .custom(let custom): store = custom
+        }
+        let threads = configuration.eventLoopThreads > 0 ? configuration.eventLoopThreads : System.coreCount
+        self.group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
+        self.threadPool = NIOThreadPool(numberOfThreads: 2)
+        self.core = GatewayCore(configuration: configuration, store: store, metrics: GatewayMetrics(), threadPool: threadPool)
+        try core.directory.preload()
+    }
+
+    /// The store the gateway uses.
+    public var store: any GatewayStore { core.store }
+
+    /// Waits until the listeners are bound; returns their addresses.
+    public func waitUntilReady() async throws -> GatewayAddresses {
+        try await withCheckedThrowingContinuation { continuation in
+            let immediate: Result<GatewayAddresses, any Error>? = runState.withLock { s in
+                if let a = s.addresses { return .success(a) }
+                if let f = s.failure { return .failure(f) }
+                s.waiters.append(continuation)
+                return nil
+            }
+            if let immediate { continuation.resume(with: immediate) }
+        }
+    }
+
+    /// The delivery path of every push with this apns-id.
+    public func status(apnsID: String) async throws -> [PushStatus] {
+        let store = core.store
+        return try await threadPool.runIfActive { try store.status(apnsID: apnsID) }
+    }
+
+    /// Records a later stage (presented, answered) that a device reports for a push; the
+    /// daemon calls this in `tidings serve`, devices send it as an `event` message otherwise.
+    @discardableResult
+    public func recordDeliveryEvent(_ event: DeliveryEvent, apnsID: String, deviceID: String) async throws -> Bool {
+        let store = core.store
+        let now = core.clock.now()
+        return try await threadPool.runIfActive { try store.recordEvent(event, apnsID: apnsID, deviceID: deviceID, at: now) }
+    }
+
+    /// Registers a provider key (the public half) with a running gateway's store and cache.
+    public func register(key: ProviderKeyRecord) async throws {
+        let store = core.store
+        try await threadPool.runIfActive { try store.addKey(key) }
+        core.directory.remember(key: key)
+    }
+
+    /// Gives a team a bundle ID in a running gateway's store and cache.
+    public func register(app: GatewayAppRecord) async throws {
+        let store = core.store
+        try await threadPool.runIfActive { try store.registerApp(app) }
+        core.directory.remember(app: app)
+    }
+
+    /// How many devices are connected now.
+    public var connectedDeviceCount: Int { core.hub.count }
+
+    // MARK: Service
+
+    public func run() async throws {
+        threadPool.start()
+        core.committer.start()
+        do {
+            try await start()
+        } catch {
+            fail(error)
+            await stopEverything()
+            throw error
+        }
+        try? await gracefulShutdown()
+        await drainAndStop()
+    }
+
+    private func fail(_ error: any Error) {
+        let waiters = runState.withLock { s in
+            s.failure = error
+            defer { s.waiters.removeAll() }
+            return s.waiters
+        }
+        for w in waiters { w.resume(throwing: error) }
+    }
+
+    private func start() async throws {
+        let logger = core.logger
+        var certificatePath: String?
+        let certificateChain: [NIOSSLCertificate]
+        let privateKey: NIOSSLPrivateKey
+        switch configuration.tlsIdentity {
+        case .selfSigned:
+            let files = try SelfSignedCertificate.ensure(in: configuration.dataDirectory)
+            if files.created {
+                logger.notice("made a self-signed certificate; clients should trust it", metadata: ["path": "\(files.certificatePath)"])
+            }
+            certificatePath = files.certificatePath
+            certificateChain = try NIOSSLCertificate.fromPEMFile(files.certificatePath)
+            privateKey = try NIOSSLPrivateKey(file: files.privateKeyPath, format: .pem)
+        case .files(let chain, let key):
+            certificateChain = try NIOSSLCertificate.fromPEMFile(chain)
+            privateKey = try NIOSSLPrivateKey(file: key, format: .pem)
+        }
+        var providerTLS = TLSConfiguration.makeServerConfiguration(
+            certificateChain: certificateChain.map { .certificate($0) }, privateKey: .privateKey(privateKey))
+        providerTLS.applicationProtocols = ["h2"]
+        providerTLS.minimumTLSVersion = .tlsv12
+        let providerContext = try NIOSSLContext(configuration: providerTLS)
+        var deviceTLS = TLSConfiguration.makeServerConfiguration(
+            certificateChain: certificateChain.map { .certificate($0) }, privateKey: .privateKey(privateKey))
+        deviceTLS.minimumTLSVersion = .tlsv12
+        let deviceContext = try NIOSSLContext(configuration: deviceTLS)
+
+        let core = self.core
+        let useTLS = configuration.providerTransport == .tls
+        var settings: HTTP2Settings = [
+            HTTP2Setting(parameter: .headerTableSize, value: 4096),
+            HTTP2Setting(parameter: .maxConcurrentStreams, value: configuration.unauthenticatedStreamLimit),
+            HTTP2Setting(parameter: .initialWindowSize, value: 65535),
+            HTTP2Setting(parameter: .maxFrameSize, value: 16384),
+            HTTP2Setting(parameter: .maxHeaderListSize, value: 8000),
+        ]
+        settings = settings.filter { _ in true }
+        let initialSettings = settings
+
+        let provider = try await ServerBootstrap(group: group)
+            .serverChannelOption(.backlog, value: 1024)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelInitializer { [self] channel in
+                self.track(provider: channel)
+                return channel.eventLoop.makeCompletedFuture {
+                    let sync = channel.pipeline.syncOperations
+                    if useTLS { try sync.addHandler(NIOSSLServerHandler(context: providerContext)) }
+                    try sync.addHandler(NIOHTTP2Handler(mode: .server, initialSettings: initialSettings))
+                    try sync.addHandler(ProviderConnectionHandler(core: core))
+                }
+            }
+            .bind(host: configuration.providerHost, port: configuration.providerPort).get()
+        runState.withLock { $0.servers.append(provider) }
+
+        let device = try await ServerBootstrap(group: group)
+            .serverChannelOption(.backlog, value: 4096)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelOption(.socketOption(.so_keepalive), value: 1)
+            .childChannelInitializer { [self] channel in
+                self.track(device: channel)
+                return channel.eventLoop.makeCompletedFuture {
+                    let sync = channel.pipeline.syncOperations
+                    try sync.addHandler(NIOSSLServerHandler(context: deviceContext))
+                    try sync.addHandler(ByteToMessageHandler(LengthFieldBasedFrameDecoder(lengthFieldBitLength: .fourBytes)))
+                    try sync.addHandler(LengthFieldPrepender(lengthFieldBitLength: .fourBytes))
+                    try sync.addHandler(DeviceChannelHandler(core: core))
+                }
+            }
+            .bind(host: configuration.deviceHost, port: configuration.devicePort).get()
+        runState.withLock { $0.servers.append(device) }
+
+        var adminAddress: SocketAddress?
+        if let adminHost = configuration.adminHost {
+            let admin = try await ServerBootstrap(group: group)
+                .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                .childChannelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.configureHTTPServerPipeline()
+                        try channel.pipeline.syncOperations.addHandler(AdminHandler(core: core))
+                    }
+                }
+                .bind(host: adminHost, port: configuration.adminPort).get()
+            runState.withLock { $0.servers.append(admin) }
+            adminAddress = admin.localAddress
+        }
+
+        let addresses = GatewayAddresses(provider: provider.localAddress!, device: device.localAddress!, admin: adminAddress,
+                                         certificatePath: certificatePath)
+        logger.notice("gateway listening", metadata: [
+            "provider": "\(addresses.provider)", "device": "\(addresses.device)",
+            "admin": "\(addresses.admin.map { "\($0)" } ?? "off")", "environment": "\(configuration.environment)",
+            "transport": "\(useTLS ? "h2 over TLS" : "h2c prior knowledge")",
+        ])
+        let waiters = runState.withLock { s in
+            s.addresses = addresses
+            defer { s.waiters.removeAll() }
+            return s.waiters
+        }
+        for w in waiters { w.resume(returning: addresses) }
+    }
+
+    private func track(provider channel: any Channel) {
+        let id = ObjectIdentifier(channel)
+        runState.withLock { $0.providerConnections[id] = channel }
+        channel.closeFuture.whenComplete { [self] _ in _ = runState.withLock { $0.providerConnections.removeValue(forKey: id) } }
+    }
+
+    private func track(device channel: any Channel) {
+        let id = ObjectIdentifier(channel)
+        runState.withLock { $0.deviceConnections[id] = channel }
+        channel.closeFuture.whenComplete { [self] _ in _ = runState.withLock { $0.deviceConnections.removeValue(forKey: id) } }
+    }
+
+    /// Graceful shutdown: stop accepting, GOAWAY `{"reason":"Shutdown"}` on every provider
+    /// connection, wait for in-flight pushes to commit and be answered (up to `drainTimeout`),
+    /// then close devices, stop the writer and the threads.
+    private func drainAndStop() async {
+        core.logger.notice("gateway shutting down")
+        let servers = runState.withLock { $0.servers }
+        for server in servers { try? await server.close() }
+        let connections = runState.withLock { Array($0.providerConnections.values) }
+        for connection in connections {
+            connection.pipeline.fireUserInboundEventTriggered(ProviderShutdownEvent())
+        }
+        let deadline = ContinuousClock.now + configuration.drainTimeout
+        while ContinuousClock.now < deadline {
+            let open = runState.withLock { $0.providerConnections.count }
+            if open == 0 { break }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        await stopEverything()
+    }
+
+    private func stopEverything() async {
+        let (providers, devices) = runState.withLock { (Array($0.providerConnections.values), Array($0.deviceConnections.values)) }
+        for c in providers + devices { try? await c.close() }
+        let servers = runState.withLock { $0.servers }
+        for server in servers { try? await server.close() }
+        let committer = core.committer
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            Thread {
+                committer.stop()
+                continuation.resume()
+            }.start()
+        }
+        try? await threadPool.shutdownGracefully()
+        try? await group.shutdownGracefully()
+    }
+}

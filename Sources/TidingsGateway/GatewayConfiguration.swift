@@ -1,0 +1,98 @@
+import Foundation
+import Logging
+import NIOCore
+import TidingsCore
+import TidingsStorage
+
+/// Everything `buildGateway` needs. The defaults are the single-machine set-up of
+/// `tidings gateway`: TLS on 127.0.0.1:2197, the device channel on 127.0.0.1:2196, the
+/// admin endpoint on 127.0.0.1:2198, SQLite in the data directory.
+public struct GatewayConfiguration: Sendable {
+    /// How the provider API is served.
+    public struct ProviderTransport: Sendable, Hashable {
+        enum Kind: Hashable { case tls, cleartext }
+        let kind: Kind
+        /// HTTP/2 over TLS: ALPN `h2`, and HTTP/2 too when the client offers no ALPN
+        /// (aioapns, Pushy). Never HTTP/1.1.
+        public static let tls = ProviderTransport(kind: .tls)
+        /// HTTP/2 with prior knowledge, no TLS (h2c): for tests and benchmarks behind a proxy.
+        public static let cleartext = ProviderTransport(kind: .cleartext)
+    }
+
+    /// Where the certificate comes from.
+    public enum TLSIdentity: Sendable, Hashable {
+        /// A self-signed P-256 certificate for `localhost` and 127.0.0.1, made in the data
+        /// directory on first start (`tls/gateway-cert.pem`, `tls/gateway-key.pem`) and reused.
+        case selfSigned
+        /// PEM files.
+        case files(certificateChain: String, privateKey: String)
+    }
+
+    /// The storage backend.
+    public enum Storage: Sendable {
+        /// `gateway.sqlite` in the data directory.
+        case sqlite
+        /// Another store, e.g. `InMemoryGatewayStore` in tests.
+        case custom(any GatewayStore)
+    }
+
+    public var dataDirectory: URL
+    public var providerHost: String = "127.0.0.1"
+    public var providerPort: Int = 2197
+    public var providerTransport: ProviderTransport = .tls
+    public var deviceHost: String = "127.0.0.1"
+    public var devicePort: Int = 2196
+    /// `nil`: no admin endpoint.
+    public var adminHost: String? = "127.0.0.1"
+    public var adminPort: Int = 2198
+    public var tlsIdentity: TLSIdentity = .selfSigned
+    public var storage: Storage = .sqlite
+    /// The environment the provider API serves (a device token works in one environment).
+    public var environment: APNsEnvironment = .development
+    /// Streams allowed on a provider connection before its first valid token (Apple: 1).
+    public var unauthenticatedStreamLimit: Int = 1
+    /// Streams allowed once a token was verified (Apple: about 1000).
+    public var authenticatedStreamLimit: Int = 1000
+    /// How long an undeliverable push is kept when the request has no `apns-expiration`,
+    /// and the longest any push is kept: Apple's 30 days.
+    public var maximumStorageDuration: Duration = .seconds(30 * 24 * 3600)
+    /// Per device token: a token bucket of `deviceRateLimitBurst` pushes refilled at
+    /// `deviceRateLimitPerSecond`; beyond it, `429 TooManyRequests`. 0 disables the limit.
+    public var deviceRateLimitPerSecond: Double = 1000
+    public var deviceRateLimitBurst: Double = 2000
+    /// How long a device has to answer the connection challenge.
+    public var deviceHandshakeTimeout: TimeAmount = .seconds(10)
+    /// How long graceful shutdown waits for in-flight streams after GOAWAY.
+    public var drainTimeout: Duration = .seconds(10)
+    /// Event-loop threads (0: one per core).
+    public var eventLoopThreads: Int = 0
+    public var clock: any WallClock = SystemWallClock()
+    public var logger: Logger = Logger(label: "tidings.gateway")
+
+    public init(dataDirectory: URL) {
+        self.dataDirectory = dataDirectory
+    }
+
+    /// `$XDG_DATA_HOME/tidings` (or `~/.local/share/tidings`).
+    public static var defaultDataDirectory: URL {
+        if let xdg = ProcessInfo.processInfo.environment["XDG_DATA_HOME"], !xdg.isEmpty {
+            return URL(fileURLWithPath: xdg).appendingPathComponent("tidings")
+        }
+        return FileManager.default.homeDirectoryForCurrentUser.appendingPathComponent(".local/share/tidings")
+    }
+
+    /// `gateway.sqlite` under the data directory.
+    public var databasePath: String { dataDirectory.appendingPathComponent("gateway.sqlite").path }
+}
+
+/// Wall-clock time in milliseconds, injected so that token ages, expirations and rate
+/// limits are tested without sleeping.
+public protocol WallClock: Sendable {
+    func now() -> EpochMilliseconds
+}
+
+/// The system clock.
+public struct SystemWallClock: WallClock {
+    public init() {}
+    public func now() -> EpochMilliseconds { EpochMilliseconds((Date().timeIntervalSince1970 * 1000).rounded(.down)) }
+}

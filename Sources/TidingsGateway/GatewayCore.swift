@@ -1,0 +1,51 @@
+import Logging
+import NIOCore
+import NIOPosix
+import TidingsCore
+import TidingsStorage
+
+/// What the provider and device handlers share.
+final class GatewayCore: Sendable {
+    let configuration: GatewayConfiguration
+    let store: any GatewayStore
+    let directory: GatewayDirectory
+    let hub: DeviceHub
+    let committer: PushCommitter
+    let rateLimiter: DeviceRateLimiter
+    let metrics: GatewayMetrics
+    let threadPool: NIOThreadPool
+    let logger: Logger
+
+    var clock: any WallClock { configuration.clock }
+
+    init(configuration: GatewayConfiguration, store: any GatewayStore, metrics: GatewayMetrics, threadPool: NIOThreadPool) {
+        self.configuration = configuration
+        self.store = store
+        self.metrics = metrics
+        self.threadPool = threadPool
+        self.logger = configuration.logger
+        let directory = GatewayDirectory(store: store)
+        self.directory = directory
+        let hub = DeviceHub(metrics: metrics)
+        self.hub = hub
+        self.rateLimiter = DeviceRateLimiter(perSecond: configuration.deviceRateLimitPerSecond, burst: configuration.deviceRateLimitBurst)
+        self.committer = PushCommitter(store: store, clock: configuration.clock, logger: configuration.logger, metrics: metrics) { stored in
+            hub.deliver(stored)
+        }
+    }
+
+    /// Runs blocking store work off the event loop.
+    func blocking<T: Sendable>(on loop: any EventLoop, _ body: @escaping @Sendable () throws -> T) -> EventLoopFuture<T> {
+        threadPool.runIfActive(eventLoop: loop, body)
+    }
+
+    /// The stored expiry of a push accepted at `now`.
+    func expiresAt(_ expiration: Expiration?, now: EpochMilliseconds) -> EpochMilliseconds {
+        let limit = now + EpochMilliseconds(configuration.maximumStorageDuration.components.seconds * 1000)
+        guard let expiration else { return limit }
+        if expiration.isImmediate { return now }
+        let (ms, overflow) = expiration.epochSeconds.multipliedReportingOverflow(by: 1000)
+        if overflow { return expiration.epochSeconds > 0 ? limit : now }
+        return max(now, min(ms, limit))
+    }
+}

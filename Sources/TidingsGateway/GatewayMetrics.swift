@@ -1,0 +1,48 @@
+import CoreMetrics
+import Metrics
+import Prometheus
+
+/// The gateway's Prometheus metrics (swift-metrics API, swift-prometheus registry),
+/// served at `/metrics` on the admin endpoint.
+final class GatewayMetrics: Sendable {
+    let registry: PrometheusCollectorRegistry
+    private let factory: PrometheusMetricsFactory
+    private let accepted: CoreMetrics.Counter
+    private let rejected: CoreMetrics.Counter
+    private let delivered: CoreMetrics.Counter
+    private let commits: CoreMetrics.Counter
+    private let commitBatch: CoreMetrics.Recorder
+    private let commitDuration: CoreMetrics.Timer
+    let connectedDevices: CoreMetrics.Gauge
+    let providerConnections: CoreMetrics.Meter
+
+    init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
+        self.registry = registry
+        self.factory = PrometheusMetricsFactory(registry: registry)
+        accepted = CoreMetrics.Counter(label: "tidings_gateway_pushes_accepted_total", factory: factory)
+        rejected = CoreMetrics.Counter(label: "tidings_gateway_pushes_rejected_total", factory: factory)
+        delivered = CoreMetrics.Counter(label: "tidings_gateway_pushes_acknowledged_total", factory: factory)
+        commits = CoreMetrics.Counter(label: "tidings_gateway_commits_total", factory: factory)
+        commitBatch = CoreMetrics.Recorder(label: "tidings_gateway_commit_batch_size", factory: factory)
+        commitDuration = CoreMetrics.Timer(label: "tidings_gateway_commit_duration_seconds", factory: factory)
+        connectedDevices = CoreMetrics.Gauge(label: "tidings_gateway_connected_devices", factory: factory)
+        providerConnections = CoreMetrics.Meter(label: "tidings_gateway_provider_connections", factory: factory)
+    }
+
+    func recordAccepted() { accepted.increment() }
+
+    func recordRejected(_ reason: String) {
+        CoreMetrics.Counter(label: "tidings_gateway_pushes_rejected_by_reason_total", dimensions: [("reason", reason)], factory: factory).increment()
+        rejected.increment()
+    }
+
+    func recordCommit(pushes: Int, acks: Int, duration: Duration) {
+        commits.increment()
+        commitBatch.record(pushes + acks)
+        commitDuration.recordNanoseconds(Int64(duration.components.seconds) * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000)
+        if acks > 0 { delivered.increment(by: acks) }
+    }
+
+    /// The Prometheus text exposition.
+    func exposition() -> [UInt8] { registry.emitToBuffer() }
+}

@@ -1,0 +1,139 @@
+import Dispatch
+import Foundation
+import Logging
+import NIOCore
+import Synchronization
+import TidingsStorage
+
+/// Group commit: every push accepted while the writer is busy is committed in the next
+/// transaction, together with the acknowledgements that came in meanwhile. The 200 (the
+/// request's completion) runs only after that transaction is durable.
+///
+/// The hand-off costs one lock and, only when the writer is idle, one semaphore signal per
+/// batch; completions go back to each connection's event loop in one task per loop per batch.
+final class PushCommitter: Sendable {
+    struct Request: Sendable {
+        var push: NewPush
+        var eventLoop: any EventLoop
+        /// Runs on `eventLoop` with the outcome; may write without flushing.
+        var completion: @Sendable (Result<StoredPush, GatewayStoreError>) -> Void
+        /// Runs on `eventLoop` after every completion of the batch: flushes.
+        var flush: @Sendable () -> Void
+    }
+
+    private struct State {
+        var requests: [Request] = []
+        var acks: [Int64] = []
+        var writerIdle = true
+        var stopping = false
+        var stopped = false
+    }
+
+    private let state = Mutex(State())
+    private let wake = DispatchSemaphore(value: 0)
+    private let finished = DispatchSemaphore(value: 0)
+    private let store: any GatewayStore
+    private let clock: any WallClock
+    private let logger: Logger
+    private let metrics: GatewayMetrics
+    /// Called on the writer thread after each commit with the stored pushes, in order.
+    private let onCommitted: @Sendable ([StoredPush]) -> Void
+
+    init(store: any GatewayStore, clock: any WallClock, logger: Logger, metrics: GatewayMetrics,
+         onCommitted: @escaping @Sendable ([StoredPush]) -> Void) {
+        self.store = store
+        self.clock = clock
+        self.logger = logger
+        self.metrics = metrics
+        self.onCommitted = onCommitted
+    }
+
+    func start() {
+        let thread = Thread { [self] in self.run() }
+        thread.name = "tidings-gateway-commit"
+        thread.start()
+    }
+
+    /// Queues a push; returns false once the committer is stopping.
+    func submit(_ request: Request) -> Bool {
+        let signal: Bool? = state.withLock { s in
+            if s.stopping { return nil }
+            s.requests.append(request)
+            if s.writerIdle { s.writerIdle = false; return true }
+            return false
+        }
+        guard let signal else { return false }
+        if signal { wake.signal() }
+        return true
+    }
+
+    /// Queues acknowledgements for the next transaction.
+    func acknowledge(_ sequences: [Int64]) {
+        guard !sequences.isEmpty else { return }
+        let signal = state.withLock { s in
+            if s.stopped { return false }
+            s.acks.append(contentsOf: sequences)
+            if s.writerIdle { s.writerIdle = false; return true }
+            return false
+        }
+        if signal { wake.signal() }
+    }
+
+    /// Commits what is queued, then stops the writer thread; blocks until it has exited.
+    func stop() {
+        let signal = state.withLock { s in
+            s.stopping = true
+            if s.writerIdle { s.writerIdle = false; return true }
+            return false
+        }
+        if signal { wake.signal() }
+        finished.wait()
+    }
+
+    private func run() {
+        while true {
+            let (requests, acks, exit): ([Request], [Int64], Bool) = state.withLock { s in
+                let r = s.requests, a = s.acks
+                s.requests.removeAll(keepingCapacity: true)
+                s.acks.removeAll(keepingCapacity: true)
+                if r.isEmpty && a.isEmpty {
+                    if s.stopping { s.stopped = true; return ([], [], true) }
+                    s.writerIdle = true
+                }
+                return (r, a, false)
+            }
+            if exit { break }
+            if requests.isEmpty && acks.isEmpty {
+                wake.wait()
+                continue
+            }
+            commit(requests, acks)
+        }
+        finished.signal()
+    }
+
+    private func commit(_ requests: [Request], _ acks: [Int64]) {
+        let started = ContinuousClock.now
+        let result: Result<[StoredPush], GatewayStoreError>
+        do {
+            result = .success(try store.commit(pushes: requests.map(\.push), acknowledged: acks, at: clock.now()))
+        } catch {
+            logger.error("commit failed", metadata: ["error": "\(error)", "batch": "\(requests.count)"])
+            result = .failure(error)
+        }
+        metrics.recordCommit(pushes: requests.count, acks: acks.count, duration: ContinuousClock.now - started)
+        // One task per event loop.
+        var byLoop: [ObjectIdentifier: (any EventLoop, [(Request, Result<StoredPush, GatewayStoreError>)])] = [:]
+        for (index, request) in requests.enumerated() {
+            let outcome: Result<StoredPush, GatewayStoreError> = result.map { $0[index] }
+            byLoop[ObjectIdentifier(request.eventLoop), default: (request.eventLoop, [])].1.append((request, outcome))
+        }
+        for (_, (loop, items)) in byLoop {
+            loop.execute {
+                for (request, outcome) in items { request.completion(outcome) }
+                for (request, _) in items { request.flush() }
+            }
+        }
+        if case .success(let stored) = result, !stored.isEmpty { onCommitted(stored) }
+    }
+}

@@ -1,0 +1,272 @@
+import Foundation
+import GRDB
+import TidingsCore
+import TidingsStorage
+
+/// The gateway store in SQLite (GRDB), WAL mode, `synchronous=FULL`: a commit that returned
+/// survives `kill -9` and power loss. One file, `gateway.sqlite` in the data directory.
+public final class SQLiteGatewayStore: GatewayStore {
+    private let pool: DatabasePool
+
+    /// Opens (creating and migrating) the database at `path`.
+    public init(path: String) throws(GatewayStoreError) {
+        var configuration = Configuration()
+        configuration.journalMode = .wal
+        configuration.busyMode = .timeout(10)
+        do {
+            pool = try DatabasePool(path: path, configuration: configuration)
+            // GRDB sets synchronous=NORMAL for WAL after prepareDatabase; set FULL afterwards on
+            // the writer connection and read it back (http2-baseline.md's pitfall).
+            try pool.writeWithoutTransaction { db in
+                try db.execute(sql: "PRAGMA synchronous = FULL")
+                let value = try Int.fetchOne(db, sql: "PRAGMA synchronous")
+                guard value == 2 else { throw GatewayStoreError.backend("PRAGMA synchronous is \(value ?? -1), not FULL") }
+            }
+            try Self.migrator.migrate(pool)
+        } catch let error as GatewayStoreError {
+            throw error
+        } catch {
+            throw .backend("cannot open \(path): \(error)")
+        }
+    }
+
+    private static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("gateway-v1") { db in
+            try db.execute(sql: """
+                CREATE TABLE gw_keys (key_id TEXT PRIMARY KEY NOT NULL, team_id TEXT NOT NULL, public_key BLOB NOT NULL,
+                                      environment TEXT, created_at INTEGER NOT NULL);
+                CREATE TABLE gw_apps (bundle_id TEXT PRIMARY KEY NOT NULL, team_id TEXT NOT NULL, storage_policy TEXT NOT NULL,
+                                      created_at INTEGER NOT NULL);
+                CREATE TABLE gw_devices (device_id TEXT PRIMARY KEY NOT NULL, public_key BLOB NOT NULL, created_at INTEGER NOT NULL);
+                CREATE TABLE gw_tokens (token TEXT PRIMARY KEY NOT NULL, device_id TEXT NOT NULL, bundle_id TEXT NOT NULL,
+                                        environment TEXT NOT NULL, created_at INTEGER NOT NULL, unregistered_at INTEGER);
+                CREATE INDEX gw_tokens_device ON gw_tokens(device_id, bundle_id);
+                CREATE TABLE gw_pushes (seq INTEGER PRIMARY KEY AUTOINCREMENT, apns_id TEXT NOT NULL, token TEXT NOT NULL,
+                                        device_id TEXT NOT NULL, bundle_id TEXT NOT NULL, topic TEXT NOT NULL, push_type TEXT NOT NULL,
+                                        priority INTEGER NOT NULL, collapse_id TEXT, expires_at INTEGER NOT NULL, payload BLOB NOT NULL,
+                                        accepted_at INTEGER NOT NULL, stored_at INTEGER NOT NULL, delivered_at INTEGER,
+                                        presented_at INTEGER, answered_at INTEGER, discarded_at INTEGER, discard_reason TEXT);
+                CREATE INDEX gw_pushes_open ON gw_pushes(device_id, seq) WHERE delivered_at IS NULL AND discarded_at IS NULL;
+                CREATE INDEX gw_pushes_apns_id ON gw_pushes(apns_id);
+                """)
+        }
+        return migrator
+    }
+
+    private func write<T>(_ body: (Database) throws -> T) throws(GatewayStoreError) -> T {
+        do { return try pool.write(body) } catch let error as GatewayStoreError { throw error } catch { throw .backend("\(error)") }
+    }
+
+    private func read<T>(_ body: (Database) throws -> T) throws(GatewayStoreError) -> T {
+        do { return try pool.read(body) } catch let error as GatewayStoreError { throw error } catch { throw .backend("\(error)") }
+    }
+
+    // MARK: Registry
+
+    public func addKey(_ key: ProviderKeyRecord) throws(GatewayStoreError) {
+        try write { db in
+            if try Bool.fetchOne(db, sql: "SELECT 1 FROM gw_keys WHERE key_id = ?", arguments: [key.keyID]) != nil {
+                throw GatewayStoreError.duplicate("key \(key.keyID)")
+            }
+            try db.execute(sql: "INSERT INTO gw_keys VALUES (?, ?, ?, ?, ?)",
+                           arguments: [key.keyID, key.teamID, key.publicKey, key.environment?.rawValue, key.createdAt])
+        }
+    }
+
+    private static func keyRecord(_ row: Row) -> ProviderKeyRecord {
+        ProviderKeyRecord(keyID: row["key_id"], teamID: row["team_id"], publicKey: row["public_key"],
+                          environment: (row["environment"] as String?).map(APNsEnvironment.init(rawValue:)), createdAt: row["created_at"])
+    }
+
+    public func key(id: String) throws(GatewayStoreError) -> ProviderKeyRecord? {
+        try read { db in try Row.fetchOne(db, sql: "SELECT * FROM gw_keys WHERE key_id = ?", arguments: [id]).map(Self.keyRecord) }
+    }
+
+    public func keys() throws(GatewayStoreError) -> [ProviderKeyRecord] {
+        try read { db in try Row.fetchAll(db, sql: "SELECT * FROM gw_keys ORDER BY key_id").map(Self.keyRecord) }
+    }
+
+    private static func appRecord(_ row: Row) -> GatewayAppRecord {
+        GatewayAppRecord(bundleID: row["bundle_id"], teamID: row["team_id"],
+                  storagePolicy: StoragePolicy(rawValue: row["storage_policy"]) ?? .apns, createdAt: row["created_at"])
+    }
+
+    public func registerApp(_ app: GatewayAppRecord) throws(GatewayStoreError) {
+        try write { db in
+            if let existing = try Row.fetchOne(db, sql: "SELECT * FROM gw_apps WHERE bundle_id = ?", arguments: [app.bundleID]).map(Self.appRecord) {
+                guard existing.teamID == app.teamID else { throw GatewayStoreError.duplicate("app \(app.bundleID)") }
+                try db.execute(sql: "UPDATE gw_apps SET storage_policy = ? WHERE bundle_id = ?", arguments: [app.storagePolicy.rawValue, app.bundleID])
+            } else {
+                try db.execute(sql: "INSERT INTO gw_apps VALUES (?, ?, ?, ?)",
+                               arguments: [app.bundleID, app.teamID, app.storagePolicy.rawValue, app.createdAt])
+            }
+        }
+    }
+
+    public func app(bundleID: String) throws(GatewayStoreError) -> GatewayAppRecord? {
+        try read { db in try Row.fetchOne(db, sql: "SELECT * FROM gw_apps WHERE bundle_id = ?", arguments: [bundleID]).map(Self.appRecord) }
+    }
+
+    public func apps() throws(GatewayStoreError) -> [GatewayAppRecord] {
+        try read { db in try Row.fetchAll(db, sql: "SELECT * FROM gw_apps ORDER BY bundle_id").map(Self.appRecord) }
+    }
+
+    // MARK: Devices
+
+    public func registerDevice(_ device: GatewayDeviceRecord) throws(GatewayStoreError) {
+        try write { db in
+            try db.execute(sql: "INSERT OR IGNORE INTO gw_devices VALUES (?, ?, ?)",
+                           arguments: [device.deviceID, device.publicKey, device.createdAt])
+        }
+    }
+
+    public func device(id: String) throws(GatewayStoreError) -> GatewayDeviceRecord? {
+        try read { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM gw_devices WHERE device_id = ?", arguments: [id]).map {
+                GatewayDeviceRecord(deviceID: $0["device_id"], publicKey: $0["public_key"], createdAt: $0["created_at"])
+            }
+        }
+    }
+
+    private static func tokenRecord(_ row: Row) -> DeviceTokenRecord {
+        DeviceTokenRecord(token: row["token"], deviceID: row["device_id"], bundleID: row["bundle_id"],
+                          environment: APNsEnvironment(rawValue: row["environment"]), createdAt: row["created_at"],
+                          unregisteredAt: row["unregistered_at"])
+    }
+
+    public func addToken(_ token: DeviceTokenRecord) throws(GatewayStoreError) {
+        try write { db in
+            if try Bool.fetchOne(db, sql: "SELECT 1 FROM gw_tokens WHERE token = ?", arguments: [token.token]) != nil {
+                throw GatewayStoreError.duplicate("token")
+            }
+            try db.execute(sql: "INSERT INTO gw_tokens VALUES (?, ?, ?, ?, ?, ?)",
+                           arguments: [token.token, token.deviceID, token.bundleID, token.environment.rawValue, token.createdAt, token.unregisteredAt])
+        }
+    }
+
+    public func token(_ token: String) throws(GatewayStoreError) -> DeviceTokenRecord? {
+        try read { db in try Row.fetchOne(db, sql: "SELECT * FROM gw_tokens WHERE token = ?", arguments: [token]).map(Self.tokenRecord) }
+    }
+
+    public func activeToken(deviceID: String, bundleID: String, environment: APNsEnvironment) throws(GatewayStoreError) -> DeviceTokenRecord? {
+        try read { db in
+            try Row.fetchOne(db, sql: """
+                SELECT * FROM gw_tokens WHERE device_id = ? AND bundle_id = ? AND environment = ? AND unregistered_at IS NULL
+                """, arguments: [deviceID, bundleID, environment.rawValue]).map(Self.tokenRecord)
+        }
+    }
+
+    public func unregisterTokens(deviceID: String, bundleID: String, at: EpochMilliseconds) throws(GatewayStoreError) -> [DeviceTokenRecord] {
+        try write { db in
+            let live = try Row.fetchAll(db, sql: "SELECT * FROM gw_tokens WHERE device_id = ? AND bundle_id = ? AND unregistered_at IS NULL",
+                                        arguments: [deviceID, bundleID]).map(Self.tokenRecord)
+            for var record in live {
+                try db.execute(sql: "UPDATE gw_tokens SET unregistered_at = ? WHERE token = ?", arguments: [at, record.token])
+                try db.execute(sql: """
+                    UPDATE gw_pushes SET discarded_at = ?, discard_reason = 'unregistered'
+                    WHERE token = ? AND delivered_at IS NULL AND discarded_at IS NULL
+                    """, arguments: [at, record.token])
+                record.unregisteredAt = at
+                _ = record
+            }
+            return live.map { var r = $0; r.unregisteredAt = at; return r }
+        }
+    }
+
+    // MARK: Push log
+
+    public func commit(pushes: [NewPush], acknowledged: [Int64], at: EpochMilliseconds) throws(GatewayStoreError) -> [StoredPush] {
+        try write { db in
+            var stored: [StoredPush] = []
+            stored.reserveCapacity(pushes.count)
+            if !pushes.isEmpty {
+                let insert = try db.cachedStatement(sql: """
+                    INSERT INTO gw_pushes (apns_id, token, device_id, bundle_id, topic, push_type, priority, collapse_id,
+                                           expires_at, payload, accepted_at, stored_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """)
+                for p in pushes {
+                    try insert.execute(arguments: [p.apnsID, p.token, p.deviceID, p.bundleID, p.topic, p.pushType, p.priority,
+                                                   p.collapseID, p.expiresAt, Data(p.payload), p.acceptedAt, at])
+                    stored.append(StoredPush(sequence: db.lastInsertedRowID, push: p, storedAt: at))
+                }
+            }
+            if !acknowledged.isEmpty {
+                let ack = try db.cachedStatement(sql: "UPDATE gw_pushes SET delivered_at = ? WHERE seq = ? AND delivered_at IS NULL")
+                for seq in acknowledged { try ack.execute(arguments: [at, seq]) }
+            }
+            return stored
+        }
+    }
+
+    private static func storedPush(_ row: Row) -> StoredPush {
+        let payload: Data = row["payload"]
+        return StoredPush(sequence: row["seq"], push: NewPush(
+            apnsID: row["apns_id"], token: row["token"], deviceID: row["device_id"], bundleID: row["bundle_id"],
+            topic: row["topic"], pushType: row["push_type"], priority: row["priority"], collapseID: row["collapse_id"],
+            expiresAt: row["expires_at"], payload: Array(payload), acceptedAt: row["accepted_at"]), storedAt: row["stored_at"])
+    }
+
+    public func pendingPushes(deviceID: String, now: EpochMilliseconds) throws(GatewayStoreError) -> [StoredPush] {
+        try write { db in
+            try db.execute(sql: """
+                UPDATE gw_pushes SET discarded_at = ?, discard_reason = 'expired'
+                WHERE device_id = ? AND delivered_at IS NULL AND discarded_at IS NULL AND expires_at <= ?
+                """, arguments: [now, deviceID, now])
+            let live = try Row.fetchAll(db, sql: """
+                SELECT * FROM gw_pushes WHERE device_id = ? AND delivered_at IS NULL AND discarded_at IS NULL ORDER BY seq
+                """, arguments: [deviceID]).map(Self.storedPush)
+            var policies: [String: StoragePolicy] = [:]
+            for bundle in Set(live.map(\.push.bundleID)) {
+                let raw = try String.fetchOne(db, sql: "SELECT storage_policy FROM gw_apps WHERE bundle_id = ?", arguments: [bundle])
+                policies[bundle] = raw.flatMap(StoragePolicy.init(rawValue:)) ?? .apns
+            }
+            let (keep, discard) = Self.applyStoragePolicy(live) { policies[$0] ?? .apns }
+            for p in discard {
+                try db.execute(sql: "UPDATE gw_pushes SET discarded_at = ?, discard_reason = 'coalesced' WHERE seq = ?",
+                               arguments: [now, p.sequence])
+            }
+            return keep
+        }
+    }
+
+    public func status(apnsID: String) throws(GatewayStoreError) -> [PushStatus] {
+        try read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM gw_pushes WHERE apns_id = ? ORDER BY seq", arguments: [apnsID]).map { row in
+                let token: String = row["token"]
+                return PushStatus(sequence: row["seq"], apnsID: row["apns_id"], bundleID: row["bundle_id"], topic: row["topic"],
+                                  pushType: row["push_type"], tokenPrefix: String(token.prefix(8)), acceptedAt: row["accepted_at"],
+                                  storedAt: row["stored_at"], expiresAt: row["expires_at"], deliveredAt: row["delivered_at"],
+                                  presentedAt: row["presented_at"], answeredAt: row["answered_at"], discardedAt: row["discarded_at"],
+                                  discardReason: (row["discard_reason"] as String?).map(DiscardReason.init(rawValue:)))
+            }
+        }
+    }
+
+    public func recordEvent(_ event: DeliveryEvent, apnsID: String, deviceID: String, at: EpochMilliseconds) throws(GatewayStoreError) -> Bool {
+        let column: String
+        switch event {
+        case .presented: column = "presented_at"
+        case .answered: column = "answered_at"
+        default: return false
+        }
+        return try write { db in
+            guard let seq = try Int64.fetchOne(db, sql: "SELECT MAX(seq) FROM gw_pushes WHERE apns_id = ? AND device_id = ?",
+                                               arguments: [apnsID, deviceID]) else { return false }
+            try db.execute(sql: "UPDATE gw_pushes SET \(column) = COALESCE(\(column), ?), delivered_at = COALESCE(delivered_at, ?) WHERE seq = ?",
+                           arguments: [at, at, seq])
+            return true
+        }
+    }
+
+    public func expirePushes(now: EpochMilliseconds) throws(GatewayStoreError) -> Int {
+        try write { db in
+            try db.execute(sql: """
+                UPDATE gw_pushes SET discarded_at = ?, discard_reason = 'expired'
+                WHERE delivered_at IS NULL AND discarded_at IS NULL AND expires_at <= ?
+                """, arguments: [now, now])
+            return db.changesCount
+        }
+    }
+}

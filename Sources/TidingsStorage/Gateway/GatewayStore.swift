@@ -1,0 +1,82 @@
+import TidingsCore
+
+/// Everything the gateway keeps: the key and app registry, devices and their tokens, and
+/// the push log. Synchronous on purpose: the gateway calls it from its own writer thread
+/// (group commit) and from a thread pool, never from an event loop.
+///
+/// Every backend passes the same conformance suite (`Tests/TidingsStorageTests/Gateway*`).
+public protocol GatewayStore: Sendable {
+    // MARK: Registry
+    /// Registers a key; a key id that exists is `duplicate`.
+    func addKey(_ key: ProviderKeyRecord) throws(GatewayStoreError)
+    func key(id: String) throws(GatewayStoreError) -> ProviderKeyRecord?
+    func keys() throws(GatewayStoreError) -> [ProviderKeyRecord]
+    /// Gives a team a bundle ID; registering it again for the same team updates the policy,
+    /// for another team is `duplicate`.
+    func registerApp(_ app: GatewayAppRecord) throws(GatewayStoreError)
+    func app(bundleID: String) throws(GatewayStoreError) -> GatewayAppRecord?
+    func apps() throws(GatewayStoreError) -> [GatewayAppRecord]
+
+    // MARK: Devices
+    /// Records a device key; registering the same device again is a no-op.
+    func registerDevice(_ device: GatewayDeviceRecord) throws(GatewayStoreError)
+    func device(id: String) throws(GatewayStoreError) -> GatewayDeviceRecord?
+    /// Stores a newly issued token.
+    func addToken(_ token: DeviceTokenRecord) throws(GatewayStoreError)
+    func token(_ token: String) throws(GatewayStoreError) -> DeviceTokenRecord?
+    /// The live (not unregistered) token of a device for an app and environment.
+    func activeToken(deviceID: String, bundleID: String, environment: APNsEnvironment) throws(GatewayStoreError) -> DeviceTokenRecord?
+    /// Kills every token of the device for the app (the app was removed) and discards its
+    /// undelivered pushes. Returns the tokens that were killed.
+    @discardableResult
+    func unregisterTokens(deviceID: String, bundleID: String, at: EpochMilliseconds) throws(GatewayStoreError) -> [DeviceTokenRecord]
+
+    // MARK: Push log
+    /// Makes a batch of pushes durable and records a batch of acknowledgements in one
+    /// transaction (group commit). Returns the stored pushes in input order.
+    func commit(pushes: [NewPush], acknowledged: [Int64], at: EpochMilliseconds) throws(GatewayStoreError) -> [StoredPush]
+    /// The pushes a device should receive when it connects, in sequence order: undelivered,
+    /// unexpired at `now`, after applying each app's storage policy (`apns`: only the latest
+    /// per token; `all`: the latest per collapse id). Pushes left out are discarded with a
+    /// reason, in the same transaction.
+    func pendingPushes(deviceID: String, now: EpochMilliseconds) throws(GatewayStoreError) -> [StoredPush]
+    /// Every push with this apns-id (providers may reuse one), oldest first.
+    func status(apnsID: String) throws(GatewayStoreError) -> [PushStatus]
+    /// Records a later stage reported by the device (presented, answered) for a push
+    /// delivered to `deviceID`. Returns whether a push matched.
+    @discardableResult
+    func recordEvent(_ event: DeliveryEvent, apnsID: String, deviceID: String, at: EpochMilliseconds) throws(GatewayStoreError) -> Bool
+    /// Marks undelivered pushes whose expiration passed as discarded; returns how many.
+    @discardableResult
+    func expirePushes(now: EpochMilliseconds) throws(GatewayStoreError) -> Int
+}
+
+extension GatewayStore {
+    /// The policy-filtered choice among a device's undelivered pushes: shared by backends.
+    /// Returns (keep, discard) given undelivered, unexpired pushes in sequence order.
+    public static func applyStoragePolicy(_ pushes: [StoredPush], policy: (String) -> StoragePolicy) -> (keep: [StoredPush], discard: [StoredPush]) {
+        var latestPerToken: [String: Int64] = [:]
+        var latestPerCollapse: [String: Int64] = [:]
+        for p in pushes {
+            switch policy(p.push.bundleID) {
+            case .all:
+                if let c = p.push.collapseID { latestPerCollapse[p.push.token + "\u{0}" + c] = p.sequence }
+            default:
+                latestPerToken[p.push.token] = p.sequence
+            }
+        }
+        var keep: [StoredPush] = []
+        var discard: [StoredPush] = []
+        for p in pushes {
+            let kept: Bool
+            switch policy(p.push.bundleID) {
+            case .all:
+                if let c = p.push.collapseID { kept = latestPerCollapse[p.push.token + "\u{0}" + c] == p.sequence } else { kept = true }
+            default:
+                kept = latestPerToken[p.push.token] == p.sequence
+            }
+            if kept { keep.append(p) } else { discard.append(p) }
+        }
+        return (keep, discard)
+    }
+}

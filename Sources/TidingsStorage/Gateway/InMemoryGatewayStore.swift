@@ -1,0 +1,184 @@
+import Synchronization
+import TidingsCore
+
+/// The in-memory gateway store: tests, and a gateway that needs no durability.
+public final class InMemoryGatewayStore: GatewayStore {
+    private struct PushRow {
+        var stored: StoredPush
+        var deliveredAt: EpochMilliseconds?
+        var presentedAt: EpochMilliseconds?
+        var answeredAt: EpochMilliseconds?
+        var discardedAt: EpochMilliseconds?
+        var discardReason: DiscardReason?
+
+        var isOpen: Bool { deliveredAt == nil && discardedAt == nil }
+
+        var status: PushStatus {
+            let p = stored.push
+            return PushStatus(sequence: stored.sequence, apnsID: p.apnsID, bundleID: p.bundleID, topic: p.topic,
+                              pushType: p.pushType, tokenPrefix: String(p.token.prefix(8)), acceptedAt: p.acceptedAt,
+                              storedAt: stored.storedAt, expiresAt: p.expiresAt, deliveredAt: deliveredAt,
+                              presentedAt: presentedAt, answeredAt: answeredAt, discardedAt: discardedAt, discardReason: discardReason)
+        }
+    }
+
+    private struct State {
+        var keys: [String: ProviderKeyRecord] = [:]
+        var apps: [String: GatewayAppRecord] = [:]
+        var devices: [String: GatewayDeviceRecord] = [:]
+        var tokens: [String: DeviceTokenRecord] = [:]
+        var pushes: [Int64: PushRow] = [:]
+        var openByDevice: [String: Set<Int64>] = [:]
+        var nextSequence: Int64 = 1
+    }
+
+    private let state = Mutex(State())
+
+    public init() {}
+
+    public func addKey(_ key: ProviderKeyRecord) throws(GatewayStoreError) {
+        try state.withLock { (s: inout State) throws(GatewayStoreError) in
+            if s.keys[key.keyID] != nil { throw .duplicate("key \(key.keyID)") }
+            s.keys[key.keyID] = key
+        }
+    }
+
+    public func key(id: String) -> ProviderKeyRecord? { state.withLock { $0.keys[id] } }
+
+    public func keys() -> [ProviderKeyRecord] { state.withLock { $0.keys.values.sorted { $0.keyID < $1.keyID } } }
+
+    public func registerApp(_ app: GatewayAppRecord) throws(GatewayStoreError) {
+        try state.withLock { (s: inout State) throws(GatewayStoreError) in
+            if let existing = s.apps[app.bundleID], existing.teamID != app.teamID { throw .duplicate("app \(app.bundleID)") }
+            var record = app
+            if let existing = s.apps[app.bundleID] { record.createdAt = existing.createdAt }
+            s.apps[app.bundleID] = record
+        }
+    }
+
+    public func app(bundleID: String) -> GatewayAppRecord? { state.withLock { $0.apps[bundleID] } }
+
+    public func apps() -> [GatewayAppRecord] { state.withLock { $0.apps.values.sorted { $0.bundleID < $1.bundleID } } }
+
+    public func registerDevice(_ device: GatewayDeviceRecord) {
+        state.withLock { s in if s.devices[device.deviceID] == nil { s.devices[device.deviceID] = device } }
+    }
+
+    public func device(id: String) -> GatewayDeviceRecord? { state.withLock { $0.devices[id] } }
+
+    public func addToken(_ token: DeviceTokenRecord) throws(GatewayStoreError) {
+        try state.withLock { (s: inout State) throws(GatewayStoreError) in
+            if s.tokens[token.token] != nil { throw .duplicate("token") }
+            s.tokens[token.token] = token
+        }
+    }
+
+    public func token(_ token: String) -> DeviceTokenRecord? { state.withLock { $0.tokens[token] } }
+
+    public func activeToken(deviceID: String, bundleID: String, environment: APNsEnvironment) -> DeviceTokenRecord? {
+        state.withLock { s in
+            s.tokens.values.first {
+                $0.deviceID == deviceID && $0.bundleID == bundleID && $0.environment == environment && $0.unregisteredAt == nil
+            }
+        }
+    }
+
+    public func unregisterTokens(deviceID: String, bundleID: String, at: EpochMilliseconds) -> [DeviceTokenRecord] {
+        state.withLock { s in
+            var killed: [DeviceTokenRecord] = []
+            for (key, record) in s.tokens where record.deviceID == deviceID && record.bundleID == bundleID && record.unregisteredAt == nil {
+                s.tokens[key]!.unregisteredAt = at
+                killed.append(s.tokens[key]!)
+            }
+            let dead = Set(killed.map(\.token))
+            for seq in s.openByDevice[deviceID] ?? [] where dead.contains(s.pushes[seq]!.stored.push.token) {
+                s.pushes[seq]!.discardedAt = at
+                s.pushes[seq]!.discardReason = .unregistered
+                s.openByDevice[deviceID]!.remove(seq)
+            }
+            return killed
+        }
+    }
+
+    public func commit(pushes: [NewPush], acknowledged: [Int64], at: EpochMilliseconds) -> [StoredPush] {
+        state.withLock { s in
+            var stored: [StoredPush] = []
+            stored.reserveCapacity(pushes.count)
+            for push in pushes {
+                let sp = StoredPush(sequence: s.nextSequence, push: push, storedAt: at)
+                s.nextSequence += 1
+                s.pushes[sp.sequence] = PushRow(stored: sp)
+                s.openByDevice[push.deviceID, default: []].insert(sp.sequence)
+                stored.append(sp)
+            }
+            for seq in acknowledged {
+                guard let row = s.pushes[seq], row.deliveredAt == nil else { continue }
+                s.pushes[seq]!.deliveredAt = at
+                s.openByDevice[row.stored.push.deviceID]?.remove(seq)
+            }
+            return stored
+        }
+    }
+
+    public func pendingPushes(deviceID: String, now: EpochMilliseconds) -> [StoredPush] {
+        state.withLock { s in
+            var live: [StoredPush] = []
+            for seq in (s.openByDevice[deviceID] ?? []).sorted() {
+                let row = s.pushes[seq]!
+                if row.stored.push.expiresAt <= now {
+                    s.pushes[seq]!.discardedAt = now
+                    s.pushes[seq]!.discardReason = .expired
+                    s.openByDevice[deviceID]!.remove(seq)
+                } else {
+                    live.append(row.stored)
+                }
+            }
+            let apps = s.apps
+            let (keep, discard) = InMemoryGatewayStore.applyStoragePolicy(live) { apps[$0]?.storagePolicy ?? .apns }
+            for p in discard {
+                s.pushes[p.sequence]!.discardedAt = now
+                s.pushes[p.sequence]!.discardReason = .coalesced
+                s.openByDevice[deviceID]!.remove(p.sequence)
+            }
+            return keep
+        }
+    }
+
+    public func status(apnsID: String) -> [PushStatus] {
+        state.withLock { s in
+            s.pushes.values.filter { $0.stored.push.apnsID == apnsID }.map(\.status).sorted { $0.sequence < $1.sequence }
+        }
+    }
+
+    public func recordEvent(_ event: DeliveryEvent, apnsID: String, deviceID: String, at: EpochMilliseconds) -> Bool {
+        state.withLock { s in
+            guard let seq = s.pushes.values.filter({ $0.stored.push.apnsID == apnsID && $0.stored.push.deviceID == deviceID })
+                .map(\.stored.sequence).max() else { return false }
+            switch event {
+            case .presented: if s.pushes[seq]!.presentedAt == nil { s.pushes[seq]!.presentedAt = at }
+            case .answered: if s.pushes[seq]!.answeredAt == nil { s.pushes[seq]!.answeredAt = at }
+            default: return false
+            }
+            if s.pushes[seq]!.deliveredAt == nil {
+                s.pushes[seq]!.deliveredAt = at
+                s.openByDevice[deviceID]?.remove(seq)
+            }
+            return true
+        }
+    }
+
+    public func expirePushes(now: EpochMilliseconds) -> Int {
+        state.withLock { s in
+            var count = 0
+            for (device, seqs) in s.openByDevice {
+                for seq in seqs where s.pushes[seq]!.stored.push.expiresAt <= now {
+                    s.pushes[seq]!.discardedAt = now
+                    s.pushes[seq]!.discardReason = .expired
+                    s.openByDevice[device]!.remove(seq)
+                    count += 1
+                }
+            }
+            return count
+        }
+    }
+}

@@ -1,0 +1,142 @@
+import Foundation
+import Testing
+import TidingsCore
+import TidingsSQLite
+import TidingsStorage
+
+/// One suite, every gateway store backend.
+@Suite("Gateway store conformance")
+struct GatewayStoreConformanceTests {
+    enum Backend: String, CaseIterable, CustomTestStringConvertible {
+        case memory, sqlite
+        var testDescription: String { rawValue }
+
+        func make() throws -> any GatewayStore {
+            switch self {
+            case .memory: return InMemoryGatewayStore()
+            case .sqlite:
+                let dir = FileManager.default.temporaryDirectory.appendingPathComponent("gwstore-\(UUID().uuidString)")
+                try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+                return try SQLiteGatewayStore(path: dir.appendingPathComponent("gateway.sqlite").path)
+            }
+        }
+    }
+
+    func push(_ id: String, token: String = "aa", device: String = "d1", bundle: String = "com.a", collapse: String? = nil,
+              expiresAt: EpochMilliseconds = 10_000, acceptedAt: EpochMilliseconds = 100) -> NewPush {
+        NewPush(apnsID: id, token: token, deviceID: device, bundleID: bundle, topic: bundle, pushType: "alert", priority: 10,
+                collapseID: collapse, expiresAt: expiresAt, payload: Array(#"{"aps":{"alert":"\#(id)"}}"#.utf8), acceptedAt: acceptedAt)
+    }
+
+    @Test(arguments: Backend.allCases)
+    func registry(backend: Backend) throws {
+        let store = try backend.make()
+        let key = ProviderKeyRecord(keyID: "K1", teamID: "T1", publicKey: Data([4, 1, 2]), environment: .development, createdAt: 1)
+        try store.addKey(key)
+        #expect(try store.key(id: "K1") == key)
+        #expect(throws: GatewayStoreError.self) { try store.addKey(key) }
+        try store.addKey(ProviderKeyRecord(keyID: "K0", teamID: "T1", publicKey: Data([4]), environment: nil, createdAt: 2))
+        #expect(try store.keys().map(\.keyID) == ["K0", "K1"])
+        try store.registerApp(GatewayAppRecord(bundleID: "com.a", teamID: "T1", storagePolicy: .apns, createdAt: 3))
+        try store.registerApp(GatewayAppRecord(bundleID: "com.a", teamID: "T1", storagePolicy: .all, createdAt: 4))
+        #expect(try store.app(bundleID: "com.a")?.storagePolicy == .all)
+        #expect(try store.app(bundleID: "com.a")?.createdAt == 3)
+        #expect(throws: GatewayStoreError.self) { try store.registerApp(GatewayAppRecord(bundleID: "com.a", teamID: "T2", createdAt: 5)) }
+        #expect(try store.apps().count == 1)
+        #expect(try store.app(bundleID: "com.b") == nil)
+    }
+
+    @Test(arguments: Backend.allCases)
+    func devicesAndTokens(backend: Backend) throws {
+        let store = try backend.make()
+        try store.registerDevice(GatewayDeviceRecord(deviceID: "d1", publicKey: Data([1]), createdAt: 1))
+        try store.registerDevice(GatewayDeviceRecord(deviceID: "d1", publicKey: Data([1]), createdAt: 2))
+        #expect(try store.device(id: "d1")?.createdAt == 1)
+        let t = DeviceTokenRecord(token: "aa", deviceID: "d1", bundleID: "com.a", environment: .development, createdAt: 5)
+        try store.addToken(t)
+        #expect(throws: GatewayStoreError.self) { try store.addToken(t) }
+        #expect(try store.token("aa") == t)
+        #expect(try store.activeToken(deviceID: "d1", bundleID: "com.a", environment: .development) == t)
+        #expect(try store.activeToken(deviceID: "d1", bundleID: "com.a", environment: .production) == nil)
+        _ = try store.commit(pushes: [push("p1")], acknowledged: [], at: 6)
+        let killed = try store.unregisterTokens(deviceID: "d1", bundleID: "com.a", at: 7)
+        #expect(killed.map(\.unregisteredAt) == [7])
+        #expect(try store.token("aa")?.unregisteredAt == 7)
+        #expect(try store.activeToken(deviceID: "d1", bundleID: "com.a", environment: .development) == nil)
+        #expect(try store.pendingPushes(deviceID: "d1", now: 8).isEmpty)
+        #expect(try store.status(apnsID: "p1").first?.discardReason == .unregistered)
+    }
+
+    @Test(arguments: Backend.allCases)
+    func commitAckAndStatus(backend: Backend) throws {
+        let store = try backend.make()
+        try store.registerApp(GatewayAppRecord(bundleID: "com.a", teamID: "T", storagePolicy: .all, createdAt: 0))
+        let stored = try store.commit(pushes: [push("p1"), push("p2"), push("p3", device: "d2")], acknowledged: [], at: 200)
+        #expect(stored.map(\.push.apnsID) == ["p1", "p2", "p3"])
+        #expect(stored[0].sequence < stored[1].sequence)
+        #expect(try store.pendingPushes(deviceID: "d1", now: 300).map(\.push.apnsID) == ["p1", "p2"])
+        _ = try store.commit(pushes: [], acknowledged: [stored[0].sequence], at: 400)
+        #expect(try store.pendingPushes(deviceID: "d1", now: 500).map(\.push.apnsID) == ["p2"])
+        let status = try #require(try store.status(apnsID: "p1").first)
+        #expect(status.acceptedAt == 100)
+        #expect(status.storedAt == 200)
+        #expect(status.deliveredAt == 400)
+        #expect(status.stage == "delivered")
+        #expect(status.tokenPrefix == "aa")
+        #expect(try store.recordEvent(.presented, apnsID: "p1", deviceID: "d1", at: 600))
+        #expect(try store.recordEvent(.answered, apnsID: "p1", deviceID: "d1", at: 700))
+        #expect(try !store.recordEvent(.presented, apnsID: "p1", deviceID: "other", at: 700))
+        let later = try #require(try store.status(apnsID: "p1").first)
+        #expect(later.presentedAt == 600)
+        #expect(later.answeredAt == 700)
+        #expect(later.stage == "answered")
+        // Re-acking is harmless.
+        _ = try store.commit(pushes: [], acknowledged: [stored[0].sequence], at: 900)
+        #expect(try store.status(apnsID: "p1").first?.deliveredAt == 400)
+    }
+
+    @Test(arguments: Backend.allCases)
+    func apnsPolicyKeepsOnlyTheLatestPerToken(backend: Backend) throws {
+        let store = try backend.make()
+        try store.registerApp(GatewayAppRecord(bundleID: "com.a", teamID: "T", storagePolicy: .apns, createdAt: 0))
+        _ = try store.commit(pushes: [push("p1"), push("p2"), push("p3"), push("q1", token: "bb", bundle: "com.b")], acknowledged: [], at: 200)
+        // com.b is not registered: the default policy is apns too.
+        #expect(try store.pendingPushes(deviceID: "d1", now: 300).map(\.push.apnsID) == ["p3", "q1"])
+        #expect(try store.status(apnsID: "p1").first?.discardReason == .coalesced)
+        #expect(try store.pendingPushes(deviceID: "d1", now: 300).map(\.push.apnsID) == ["p3", "q1"])
+    }
+
+    @Test(arguments: Backend.allCases)
+    func allPolicyCoalescesByCollapseID(backend: Backend) throws {
+        let store = try backend.make()
+        try store.registerApp(GatewayAppRecord(bundleID: "com.a", teamID: "T", storagePolicy: .all, createdAt: 0))
+        _ = try store.commit(pushes: [push("p1", collapse: "score"), push("p2"), push("p3", collapse: "score"), push("p4", collapse: "other")],
+                             acknowledged: [], at: 200)
+        #expect(try store.pendingPushes(deviceID: "d1", now: 300).map(\.push.apnsID) == ["p2", "p3", "p4"])
+        #expect(try store.status(apnsID: "p1").first?.stage == "discarded (coalesced)")
+    }
+
+    @Test(arguments: Backend.allCases)
+    func expiration(backend: Backend) throws {
+        let store = try backend.make()
+        try store.registerApp(GatewayAppRecord(bundleID: "com.a", teamID: "T", storagePolicy: .all, createdAt: 0))
+        _ = try store.commit(pushes: [push("now", expiresAt: 100), push("soon", expiresAt: 1000), push("later", expiresAt: 5000)],
+                             acknowledged: [], at: 100)
+        #expect(try store.pendingPushes(deviceID: "d1", now: 500).map(\.push.apnsID) == ["soon", "later"])
+        #expect(try store.status(apnsID: "now").first?.discardReason == .expired)
+        #expect(try store.expirePushes(now: 2000) == 1)
+        #expect(try store.pendingPushes(deviceID: "d1", now: 2000).map(\.push.apnsID) == ["later"])
+    }
+
+    @Test func sqliteSurvivesReopen() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("gwstore-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let path = dir.appendingPathComponent("gateway.sqlite").path
+        do {
+            let store = try SQLiteGatewayStore(path: path)
+            _ = try store.commit(pushes: [push("p1")], acknowledged: [], at: 200)
+        }
+        let reopened = try SQLiteGatewayStore(path: path)
+        #expect(try reopened.pendingPushes(deviceID: "d1", now: 300).map(\.push.payload) == [Array(#"{"aps":{"alert":"p1"}}"#.utf8)])
+    }
+}
