@@ -135,8 +135,7 @@ let package = Package(
         .target(
             name: "TidingsTesting",
             dependencies: [
-                "TidingsCore", "TidingsEngine", "TidingsStorage", "TidingsSQLite", "TidingsDaemon",
-                "TidingsGateway", "TidingsDevice", "TidingsIPC", "UserNotifications",
+                "TidingsCore", "TidingsEngine", "TidingsStorage", "TidingsSQLite", "TidingsIPC", "UserNotifications",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings

@@ -11,6 +11,7 @@ public final class AppSocketClient: Sendable {
         var nextID: UInt64 = 1
         var pending: [UInt64: CheckedContinuation<AppReply, any Error>] = [:]
         var closed = false
+        var closeHandlers: [@Sendable () -> Void] = []
     }
 
     private let channel: any Channel
@@ -50,22 +51,38 @@ public final class AppSocketClient: Sendable {
     /// Sends a request and waits for its reply.
     public func call(_ request: AppRequest) async throws -> AppReply {
         try await withCheckedThrowingContinuation { continuation in
-            let failure: (any Error)? = state.withLock { state in
-                guard !state.closed else { return IPCError.connectionClosed }
-                let id = state.nextID
-                state.nextID += 1
-                do {
-                    let buffer = try IPCCodec.encode(AppEnvelope(id: id, request: request), allocator: channel.allocator)
-                    state.pending[id] = continuation
-                    // Enqueued on the event loop in lock order, so requests keep their order.
-                    channel.writeAndFlush(buffer, promise: nil)
-                    return nil
-                } catch {
-                    return error
-                }
-            }
-            if let failure { continuation.resume(throwing: failure) }
+            start(request, continuation: continuation)
         }
+    }
+
+    /// Sends a request now (so requests keep the order of these calls) and resumes
+    /// `continuation` with its reply.
+    public func start(_ request: AppRequest, continuation: CheckedContinuation<AppReply, any Error>) {
+        let failure: (any Error)? = state.withLock { state in
+            guard !state.closed else { return IPCError.connectionClosed }
+            let id = state.nextID
+            state.nextID += 1
+            do {
+                let buffer = try IPCCodec.encode(AppEnvelope(id: id, request: request), allocator: channel.allocator)
+                state.pending[id] = continuation
+                // Enqueued on the event loop in lock order, so requests keep their order.
+                channel.writeAndFlush(buffer, promise: nil)
+                return nil
+            } catch {
+                return error
+            }
+        }
+        if let failure { continuation.resume(throwing: failure) }
+    }
+
+    /// Called once when the connection closes.
+    public func onClose(_ body: @escaping @Sendable () -> Void) {
+        let already = state.withLock { state -> Bool in
+            if state.closed { return true }
+            state.closeHandlers.append(body)
+            return false
+        }
+        if already { body() }
     }
 
     /// Sends a request whose reply nobody waits for.
@@ -94,13 +111,18 @@ public final class AppSocketClient: Sendable {
     }
 
     private func closed() {
-        let waiting = state.withLock { state -> [CheckedContinuation<AppReply, any Error>] in
+        let (waiting, handlers) = state.withLock { state -> ([CheckedContinuation<AppReply, any Error>], [@Sendable () -> Void]) in
+            guard !state.closed else { return ([], []) }
             state.closed = true
-            defer { state.pending.removeAll() }
-            return Array(state.pending.values)
+            defer {
+                state.pending.removeAll()
+                state.closeHandlers.removeAll()
+            }
+            return (Array(state.pending.values), state.closeHandlers)
         }
         for continuation in waiting { continuation.resume(throwing: IPCError.connectionClosed) }
         eventSink.finish()
+        for handler in handlers { handler() }
     }
 
     private final class InboundHandler: ChannelInboundHandler, Sendable {

@@ -101,8 +101,8 @@ private enum PeerCredentialsFuture {
         guard let provider = channel as? any SocketOptionProvider else {
             return channel.eventLoop.makeSucceededFuture(nil)
         }
-        let future: EventLoopFuture<ucred> = provider.unsafeGetSocketOption(
-            level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_PEERCRED))
+        let future: EventLoopFuture<KernelPeerCredentials> = provider.unsafeGetSocketOption(
+            level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(17 /* SO_PEERCRED */))
         return future.map { Optional(PeerCredentials(pid: $0.pid, uid: $0.uid, gid: $0.gid)) }
             .recover { _ in nil }
         #else

@@ -37,14 +37,22 @@ public struct PeerCredentials: Sendable, Hashable {
             throw IPCError.peerCredentialsUnavailable
         }
         #if os(Linux)
-        let cred: ucred = try await provider.unsafeGetSocketOption(
-            level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_PEERCRED)
+        let cred: KernelPeerCredentials = try await provider.unsafeGetSocketOption(
+            level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(17 /* SO_PEERCRED */)
         ).get()
         return PeerCredentials(pid: cred.pid, uid: cred.uid, gid: cred.gid)
         #else
         throw IPCError.peerCredentialsUnavailable
         #endif
     }
+}
+
+/// `struct ucred` of Linux (pid, uid, gid: three 32-bit fields), which Glibc's module
+/// does not export without `_GNU_SOURCE`.
+struct KernelPeerCredentials: Sendable {
+    var pid: Int32 = 0
+    var uid: UInt32 = 0
+    var gid: UInt32 = 0
 }
 
 public enum IPCError: Error, Sendable, Hashable, CustomStringConvertible {
