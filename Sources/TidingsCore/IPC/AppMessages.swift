@@ -31,6 +31,9 @@ public enum AppState: String, Sendable, Hashable, Codable {
 
 public enum AppRequest: Sendable, Hashable, Codable {
     case hello(AppHello)
+    /// Opens an admin connection (the `tidings` CLI) instead of an app's.
+    case adminHello
+    case admin(AdminRequest)
     case requestAuthorization(AuthorizationOptionsValue)
     case getSettings
     case setCategories([CategoryValue])
@@ -65,6 +68,7 @@ public enum AppReply: Sendable, Hashable, Codable {
     case notifications([DeliveredNotificationValue])
     /// `add` succeeded; the attachments as stored in the data store.
     case added(NotificationRequestValue)
+    case admin(AdminReply)
 }
 
 public enum DaemonEvent: Sendable, Hashable, Codable {

@@ -130,8 +130,10 @@ public actor NotificationEngine {
         let bundle = session.bundleIdentifier
         do {
             switch request {
-            case .hello:
+            case .hello, .adminHello:
                 return .now(.failure(NotificationError(.invalidRequest, "hello was already sent")))
+            case .admin:
+                return .now(.failure(NotificationError(.notificationsNotAllowed, "an app connection cannot make admin requests")))
             case .requestAuthorization(let options):
                 let granted = try await requestAuthorization(bundle, options: options)
                 return .now(.authorization(granted: granted))

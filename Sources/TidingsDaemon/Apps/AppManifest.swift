@@ -1,0 +1,163 @@
+import Foundation
+import TidingsCore
+
+/// An app's manifest: the Info.plist of Linux. JSON, next to (or naming) the executable.
+///
+///     {
+///       "bundleIdentifier": "com.example.sample",
+///       "displayName": "Sample",
+///       "executable": "bin/SampleApp",
+///       "arguments": [],
+///       "extensions": [
+///         { "bundleIdentifier": "com.example.sample.service",
+///           "point": "service", "executable": "bin/SampleService" }
+///       ],
+///       "localizations": { "en": { "greeting": "Hello %@" } }
+///     }
+///
+/// Relative paths are relative to the manifest's folder. See docs/app-manifest.md.
+public struct AppManifest: Sendable, Hashable, Codable {
+    public struct Extension: Sendable, Hashable, Codable {
+        public var bundleIdentifier: String
+        /// `service`, `content`, or the full extension point identifier.
+        public var point: String
+        public var executable: String
+        public var attributes: [String: PropertyListValue]?
+
+        enum CodingKeys: String, CodingKey { case bundleIdentifier, point, executable, attributes }
+
+        public init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            bundleIdentifier = try c.decode(String.self, forKey: .bundleIdentifier)
+            point = try c.decode(String.self, forKey: .point)
+            executable = try c.decode(String.self, forKey: .executable)
+            if let raw = try c.decodeIfPresent(JSONValue.self, forKey: .attributes) {
+                guard case .object(let object) = raw else {
+                    throw DecodingError.dataCorruptedError(forKey: .attributes, in: c, debugDescription: "attributes must be an object")
+                }
+                attributes = object.compactMapValues(\.propertyList)
+            }
+        }
+
+        public func encode(to encoder: any Encoder) throws {
+            var c = encoder.container(keyedBy: CodingKeys.self)
+            try c.encode(bundleIdentifier, forKey: .bundleIdentifier)
+            try c.encode(point, forKey: .point)
+            try c.encode(executable, forKey: .executable)
+        }
+    }
+
+    public var bundleIdentifier: String
+    public var displayName: String?
+    public var executable: String
+    public var arguments: [String]?
+    public var extensions: [Extension]?
+    public var localizations: [String: [String: String]]?
+
+    /// Reads and checks a manifest file, resolving paths against its folder.
+    public static func load(path: String, now: Date = Date()) throws(ManifestError) -> AppRecord {
+        let url = URL(fileURLWithPath: path).standardizedFileURL
+        let data: Data
+        do {
+            data = try Data(contentsOf: url)
+        } catch {
+            throw ManifestError("cannot read the manifest \(url.path): \(error.localizedDescription)")
+        }
+        let manifest: AppManifest
+        do {
+            manifest = try JSONDecoder().decode(AppManifest.self, from: data)
+        } catch {
+            throw ManifestError("\(url.path) is not a valid manifest: \(describe(error))")
+        }
+        return try manifest.record(directory: url.deletingLastPathComponent().path, now: now)
+    }
+
+    public func record(directory: String, now: Date) throws(ManifestError) -> AppRecord {
+        try Self.checkBundleIdentifier(bundleIdentifier, what: "bundleIdentifier")
+        let executablePath = try Self.executable(executable, directory: directory, what: "executable")
+        var extensionRecords: [AppExtensionRecord] = []
+        for ext in extensions ?? [] {
+            try Self.checkBundleIdentifier(ext.bundleIdentifier, what: "extension bundleIdentifier")
+            guard ext.bundleIdentifier.hasPrefix(bundleIdentifier + ".") else {
+                throw ManifestError("extension \(ext.bundleIdentifier) must have the app's bundle identifier \(bundleIdentifier) as its prefix, as on iOS")
+            }
+            let point: AppExtensionRecord.Point
+            switch ext.point {
+            case "service", AppExtensionRecord.Point.service.rawValue: point = .service
+            case "content", AppExtensionRecord.Point.content.rawValue: point = .content
+            default: throw ManifestError("extension \(ext.bundleIdentifier) has an unknown point \"\(ext.point)\" (service or content)")
+            }
+            let path = try Self.executable(ext.executable, directory: directory, what: "executable of \(ext.bundleIdentifier)")
+            extensionRecords.append(AppExtensionRecord(bundleIdentifier: ext.bundleIdentifier, point: point, executable: path, attributes: ext.attributes ?? [:]))
+        }
+        return AppRecord(
+            bundleIdentifier: bundleIdentifier,
+            displayName: displayName ?? bundleIdentifier,
+            executable: executablePath,
+            arguments: arguments ?? [],
+            directory: directory,
+            extensions: extensionRecords,
+            localizedStrings: localizations ?? [:],
+            installedAt: now)
+    }
+
+    static func checkBundleIdentifier(_ identifier: String, what: String) throws(ManifestError) {
+        let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-")
+        let parts = identifier.split(separator: ".", omittingEmptySubsequences: false)
+        guard !identifier.isEmpty, identifier.count <= 255, identifier.allSatisfy(allowed.contains),
+              parts.count >= 2, parts.allSatisfy({ !$0.isEmpty }) else {
+            throw ManifestError("\(what) \"\(identifier)\" is not a reverse-DNS identifier like com.example.app (letters, digits, '-' and '.')")
+        }
+    }
+
+    static func executable(_ path: String, directory: String, what: String) throws(ManifestError) -> String {
+        guard !path.isEmpty else { throw ManifestError("\(what) is empty") }
+        let absolute = path.hasPrefix("/") ? path : directory + "/" + path
+        let resolved = URL(fileURLWithPath: absolute).resolvingSymlinksInPath().standardizedFileURL.path
+        guard FileManager.default.isExecutableFile(atPath: resolved) else {
+            throw ManifestError("\(what) \(resolved) does not exist or is not executable")
+        }
+        return resolved
+    }
+
+    private static func describe(_ error: any Error) -> String {
+        switch error {
+        case DecodingError.keyNotFound(let key, _): "missing key \"\(key.stringValue)\""
+        case DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context), DecodingError.dataCorrupted(let context):
+            context.codingPath.map(\.stringValue).joined(separator: ".") + ": " + context.debugDescription
+        default: "\(error)"
+        }
+    }
+}
+
+public struct ManifestError: Error, Sendable, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// Plain JSON, for manifest attributes.
+enum JSONValue: Decodable {
+    case string(String), number(Double), bool(Bool), null
+    case array([JSONValue]), object([String: JSONValue])
+
+    init(from decoder: any Decoder) throws {
+        let c = try decoder.singleValueContainer()
+        if c.decodeNil() { self = .null }
+        else if let b = try? c.decode(Bool.self) { self = .bool(b) }
+        else if let n = try? c.decode(Double.self) { self = .number(n) }
+        else if let s = try? c.decode(String.self) { self = .string(s) }
+        else if let a = try? c.decode([JSONValue].self) { self = .array(a) }
+        else { self = .object(try c.decode([String: JSONValue].self)) }
+    }
+
+    var propertyList: PropertyListValue? {
+        switch self {
+        case .string(let s): .string(s)
+        case .number(let n): n == n.rounded() && abs(n) < 1e15 ? .integer(Int64(n)) : .double(n)
+        case .bool(let b): .bool(b)
+        case .null: nil
+        case .array(let a): .array(a.compactMap(\.propertyList))
+        case .object(let o): .dictionary(o.compactMapValues(\.propertyList))
+        }
+    }
+}

@@ -1,0 +1,100 @@
+import Foundation
+import Logging
+import ServiceLifecycle
+import TidingsCore
+import TidingsEngine
+import TidingsIPC
+import TidingsSQLite
+import TidingsStorage
+
+public struct DaemonConfiguration: Sendable {
+    public enum Consent: String, Sendable, CaseIterable {
+        /// Ask on the daemon's terminal.
+        case prompt
+        /// Allow every app that asks (headless use, tests).
+        case grant
+        /// Deny every app that asks.
+        case deny
+    }
+
+    public var dataDirectory: String
+    /// The app socket; defaults to `daemon.sock` in the data directory.
+    public var socketPath: String?
+    public var consent: Consent
+    /// Let `TIDINGS_BUNDLE_ID` name the app without checking the process's executable.
+    public var developmentMode: Bool
+    /// iOS's 64 pending requests per app, instead of no limit.
+    public var iOSPendingLimit: Bool
+    public var terminalPresenter: Bool
+    public var clock: any WallClock
+    public var presenters: [any Presenter]
+    public var logger: Logger
+
+    public init(dataDirectory: String, socketPath: String? = nil, consent: Consent = .prompt, developmentMode: Bool = false, iOSPendingLimit: Bool = false, terminalPresenter: Bool = true, clock: any WallClock = SystemWallClock(), presenters: [any Presenter] = [], logger: Logger = Logger(label: "tidings.daemon")) {
+        self.dataDirectory = dataDirectory
+        self.socketPath = socketPath
+        self.consent = consent
+        self.developmentMode = developmentMode
+        self.iOSPendingLimit = iOSPendingLimit
+        self.terminalPresenter = terminalPresenter
+        self.clock = clock
+        self.presenters = presenters
+        self.logger = logger
+    }
+
+    public var resolvedSocketPath: String { socketPath ?? TidingsPaths.socketPath(dataDirectory: dataDirectory) }
+}
+
+/// The device's notification daemon: the engine on SQLite in the data directory, its
+/// scheduler, and the app socket. Runs as a `Service` until graceful shutdown.
+public final class NotificationDaemon: Service {
+    public let engine: NotificationEngine
+    public let configuration: DaemonConfiguration
+    private let server: AppSocketServer
+
+    init(engine: NotificationEngine, server: AppSocketServer, configuration: DaemonConfiguration) {
+        self.engine = engine
+        self.server = server
+        self.configuration = configuration
+    }
+
+    public var socketPath: String { server.path }
+
+    public func run() async throws {
+        let handler = AppConnectionHandler(engine: engine, developmentMode: configuration.developmentMode, logger: configuration.logger)
+        try await cancelWhenGracefulShutdown {
+            try await withThrowingDiscardingTaskGroup { group in
+                group.addTask { try await self.engine.run() }
+                group.addTask { await self.server.run { await handler.serve($0) } }
+            }
+        }
+        await server.close()
+    }
+}
+
+/// Opens the data directory (creating it), the SQLite store and the socket.
+public func buildDaemon(_ configuration: DaemonConfiguration) async throws -> NotificationDaemon {
+    let fm = FileManager.default
+    try fm.createDirectory(atPath: configuration.dataDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+    let store = try SQLiteDeviceStore(path: configuration.dataDirectory + "/device.sqlite")
+    let socketPath = configuration.resolvedSocketPath
+    let consent: any ConsentProvider = switch configuration.consent {
+    case .prompt: TerminalConsent()
+    case .grant: FixedConsent.autoGrant
+    case .deny: FixedConsent.autoDeny
+    }
+    var presenters = configuration.presenters
+    if configuration.terminalPresenter { presenters.append(TerminalPresenter()) }
+    let engine = NotificationEngine(configuration: EngineConfiguration(
+        clock: configuration.clock,
+        store: store,
+        attachments: AttachmentStore(root: URL(fileURLWithPath: configuration.dataDirectory).appendingPathComponent("attachments")),
+        consent: consent,
+        presenters: presenters,
+        launcher: ProcessLauncher(socketPath: socketPath, logger: configuration.logger),
+        pendingLimit: configuration.iOSPendingLimit ? EngineConfiguration.iOSPendingLimit : nil,
+        logger: configuration.logger))
+    let server = try await AppSocketServer.bind(path: socketPath)
+    configuration.logger.info("notification daemon listening", metadata: ["socket": "\(socketPath)", "data": "\(configuration.dataDirectory)"])
+    return NotificationDaemon(engine: engine, server: server, configuration: configuration)
+}
