@@ -90,7 +90,7 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
     private func accept(key: P256.Signing.PublicKey, context: ChannelHandlerContext) {
         let deviceID = DeviceChallenge.deviceID(publicKey: key)
         logger[metadataKey: "device"] = "\(deviceID.prefix(8))…"
-        let record = GatewayDeviceRecord(deviceID: deviceID, publicKey: key.x963Representation, createdAt: core.clock.now())
+        let record = GatewayDeviceRecord(deviceID: deviceID, publicKey: key.x963Representation, createdAt: core.clock.nowMilliseconds())
         let store = core.store
         let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
         core.blocking(on: context.eventLoop) { try store.registerDevice(record) }.whenComplete { [self] result in
@@ -106,7 +106,7 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
             if let old = core.hub.attach(session) { old.channel.close(promise: nil) }
             send(.welcome(deviceID: deviceID), context: context)
             logger.debug("device connected")
-            let now = core.clock.now()
+            let now = core.clock.nowMilliseconds()
             core.blocking(on: context.eventLoop) { try store.pendingPushes(deviceID: deviceID, now: now) }.whenComplete { [self] result in
                 switch result {
                 case .success(let backlog): session.backlogLoaded(backlog)
@@ -133,7 +133,7 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
                 send(.error(requestID: requestID, reason: APNsReason.badTopic.rawValue, message: "not a valid topic"), context: context)
                 return
             }
-            let now = core.clock.now()
+            let now = core.clock.nowMilliseconds()
             core.blocking(on: context.eventLoop) { () throws -> DeviceTokenRecord in
                 if let existing = try store.activeToken(deviceID: deviceID, bundleID: bundle.rawValue, environment: environment) {
                     return existing
@@ -152,7 +152,7 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
                 }
             }
         case .removeApp(let requestID, let topic):
-            let now = core.clock.now()
+            let now = core.clock.nowMilliseconds()
             core.blocking(on: context.eventLoop) { try store.unregisterTokens(deviceID: deviceID, bundleID: topic, at: now) }
                 .whenComplete { [self] result in
                     switch result {
@@ -164,7 +164,7 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
                     }
                 }
         case .event(let apnsID, let event):
-            let now = core.clock.now()
+            let now = core.clock.nowMilliseconds()
             core.blocking(on: context.eventLoop) {
                 try store.recordEvent(DeliveryEvent(rawValue: event), apnsID: apnsID, deviceID: deviceID, at: now)
             }.whenFailure { [self] error in

@@ -88,7 +88,7 @@ public final class Gateway: Service, Sendable {
     @discardableResult
     public func recordDeliveryEvent(_ event: DeliveryEvent, apnsID: String, deviceID: String) async throws -> Bool {
         let store = core.store
-        let now = core.clock.now()
+        let now = core.clock.nowMilliseconds()
         return try await threadPool.runIfActive { try store.recordEvent(event, apnsID: apnsID, deviceID: deviceID, at: now) }
     }
 

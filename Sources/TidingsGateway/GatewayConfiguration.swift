@@ -73,26 +73,14 @@ public struct GatewayConfiguration: Sendable {
         self.dataDirectory = dataDirectory
     }
 
-    /// `$XDG_DATA_HOME/tidings` (or `~/.local/share/tidings`).
-    public static var defaultDataDirectory: URL {
-        if let xdg = ProcessInfo.processInfo.environment["XDG_DATA_HOME"], !xdg.isEmpty {
-            return URL(fileURLWithPath: xdg).appendingPathComponent("tidings")
-        }
-        return FileManager.default.homeDirectoryForCurrentUser.appendingPathComponent(".local/share/tidings")
-    }
+    /// `$TIDINGS_DATA_DIR`, `$XDG_DATA_HOME/tidings` or `~/.local/share/tidings`.
+    public static var defaultDataDirectory: URL { URL(fileURLWithPath: TidingsPaths.defaultDataDirectory()) }
 
     /// `gateway.sqlite` under the data directory.
     public var databasePath: String { dataDirectory.appendingPathComponent("gateway.sqlite").path }
 }
 
-/// Wall-clock time in milliseconds, injected so that token ages, expirations and rate
-/// limits are tested without sleeping.
-public protocol WallClock: Sendable {
-    func now() -> EpochMilliseconds
-}
-
-/// The system clock.
-public struct SystemWallClock: WallClock {
-    public init() {}
-    public func now() -> EpochMilliseconds { EpochMilliseconds((Date().timeIntervalSince1970 * 1000).rounded(.down)) }
+extension WallClock {
+    /// Now, in milliseconds since 1970 (the gateway's unit).
+    func nowMilliseconds() -> EpochMilliseconds { EpochMilliseconds((now.timeIntervalSince1970 * 1000).rounded(.down)) }
 }

@@ -150,7 +150,7 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
     /// Runs the request checks; a cache miss goes to the store off the loop and comes back here.
     private func process(_ streamID: HTTP2StreamID, head: ProviderRequestHead, body: ByteBuffer?, bodyBytes: Int) {
         guard let context else { inFlight -= 1; return }
-        let now = core.clock.now()
+        let now = core.clock.nowMilliseconds()
         let directory = core.directory
 
         // Authentication: the provider token, then the topic's team.

@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import NIOCore
 import Synchronization
+import TidingsCore
 import TidingsStorage
 
 /// Group commit: every push accepted while the writer is busy is committed in the next
@@ -116,7 +117,7 @@ final class PushCommitter: Sendable {
         let started = ContinuousClock.now
         let result: Result<[StoredPush], GatewayStoreError>
         do {
-            result = .success(try store.commit(pushes: requests.map(\.push), acknowledged: acks, at: clock.now()))
+            result = .success(try store.commit(pushes: requests.map(\.push), acknowledged: acks, at: clock.nowMilliseconds()))
         } catch {
             logger.error("commit failed", metadata: ["error": "\(error)", "batch": "\(requests.count)"])
             result = .failure(error)

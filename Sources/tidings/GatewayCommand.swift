@@ -1,0 +1,112 @@
+import ArgumentParser
+import Foundation
+import Logging
+import NIOCore
+import ServiceLifecycle
+import TidingsCore
+import TidingsGateway
+
+/// `tidings gateway`: the APNs-compatible push gateway on its own.
+struct GatewayCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "gateway",
+        abstract: "Run the APNs-compatible push gateway (provider API, device channel, admin endpoint).")
+
+    @OptionGroup var options: GatewayOptions
+
+    func run() async throws {
+        var logger = Logger(label: "tidings.gateway")
+        logger.logLevel = options.logLevel
+        let configuration = try options.configuration(logger: logger)
+        let gateway = try buildGateway(configuration)
+        let group = ServiceGroup(configuration: .init(services: [gateway], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            tasks.addTask {
+                let addresses = try await gateway.waitUntilReady()
+                print("tidings gateway: provider API on \(Self.describe(addresses.provider)) (\(configuration.providerTransport == .tls ? "HTTP/2 over TLS" : "HTTP/2 cleartext, prior knowledge")), environment \(configuration.environment)")
+                print("tidings gateway: device channel on \(Self.describe(addresses.device))")
+                if let admin = addresses.admin { print("tidings gateway: admin (metrics, status) on http://\(Self.describe(admin))") }
+                if let cert = addresses.certificatePath { print("tidings gateway: self-signed certificate: \(cert)") }
+            }
+            try await tasks.waitForAll()
+        }
+    }
+
+    static func describe(_ address: SocketAddress) -> String {
+        "\(address.ipAddress ?? "?"):\(address.port ?? 0)"
+    }
+}
+
+/// The gateway's options, shared with `tidings serve`.
+struct GatewayOptions: ParsableArguments {
+    @Option(name: .customLong("data-dir"), help: "The data directory (default: $TIDINGS_DATA_DIR, $XDG_DATA_HOME/tidings or ~/.local/share/tidings).")
+    var dataDirectory: String?
+
+    @Option(name: .customLong("listen"), help: "Provider API address.")
+    var listen: String = "127.0.0.1:2197"
+
+    @Option(name: .customLong("device-listen"), help: "Device channel address.")
+    var deviceListen: String = "127.0.0.1:2196"
+
+    @Option(name: .customLong("admin-listen"), help: "Admin endpoint (/metrics, /status/<apns-id>) address, or 'off'.")
+    var adminListen: String = "127.0.0.1:2198"
+
+    @Flag(help: "Serve the provider API as cleartext HTTP/2 with prior knowledge (h2c) instead of TLS.")
+    var cleartext = false
+
+    @Option(help: "TLS certificate chain (PEM). Default: a self-signed certificate made in the data directory.")
+    var certificate: String?
+
+    @Option(name: .customLong("private-key"), help: "TLS private key (PEM), with --certificate.")
+    var privateKey: String?
+
+    @Option(help: "The environment the provider API serves: development or production.")
+    var environment: String = "development"
+
+    @Option(name: .customLong("device-rate-limit"), help: "Pushes per second per device token before 429 TooManyRequests (0: no limit).")
+    var deviceRateLimit: Double = 1000
+
+    @Option(name: .customLong("device-rate-burst"), help: "Burst size of the per-device limit.")
+    var deviceRateBurst: Double = 2000
+
+    @Option(name: .customLong("unauthenticated-stream-limit"), help: "Streams allowed before a connection's first valid token (APNs: 1).")
+    var unauthenticatedStreamLimit: Int = 1
+
+    @Option(help: "Event-loop threads (0: one per core).")
+    var threads: Int = 0
+
+    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
+    var logLevel: Logger.Level = .notice
+
+    func configuration(logger: Logger) throws -> GatewayConfiguration {
+        let dir = dataDirectory.map { URL(fileURLWithPath: $0) } ?? GatewayConfiguration.defaultDataDirectory
+        var c = GatewayConfiguration(dataDirectory: dir)
+        (c.providerHost, c.providerPort) = try Self.address(listen, "--listen")
+        (c.deviceHost, c.devicePort) = try Self.address(deviceListen, "--device-listen")
+        if adminListen == "off" { c.adminHost = nil } else { (c.adminHost, c.adminPort) = try Self.address(adminListen, "--admin-listen") }
+        c.providerTransport = cleartext ? .cleartext : .tls
+        switch (certificate, privateKey) {
+        case (let cert?, let key?): c.tlsIdentity = .files(certificateChain: cert, privateKey: key)
+        case (nil, nil): c.tlsIdentity = .selfSigned
+        default: throw ValidationError("--certificate and --private-key go together")
+        }
+        guard let env = APNsEnvironment(name: environment) else { throw ValidationError("--environment is development or production") }
+        c.environment = env
+        c.deviceRateLimitPerSecond = deviceRateLimit
+        c.deviceRateLimitBurst = deviceRateBurst
+        c.unauthenticatedStreamLimit = max(1, unauthenticatedStreamLimit)
+        c.eventLoopThreads = threads
+        c.logger = logger
+        return c
+    }
+
+    static func address(_ text: String, _ option: String) throws -> (String, Int) {
+        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]), (0...65535).contains(port) else {
+            throw ValidationError("\(option) takes HOST:PORT, like 127.0.0.1:2197")
+        }
+        var host = String(text[..<colon])
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        return (host, port)
+    }
+}

@@ -1,0 +1,73 @@
+import ArgumentParser
+import Foundation
+import TidingsCore
+import TidingsGateway
+
+/// `tidings keys create|list`: provider signing keys (.p8) and their teams.
+struct Keys: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Create and list provider signing keys (.p8) for token-based authentication.",
+        subcommands: [KeysCreate.self, KeysList.self])
+}
+
+struct KeysCreate: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "create", abstract: "Make a P-256 key, write it as a .p8 file and register its key id for a team.")
+
+    @Option(name: .customLong("data-dir"), help: "The gateway's data directory.")
+    var dataDirectory: String?
+
+    @Option(help: "The team id (the JWT's iss), e.g. TEAM123456.")
+    var team: String
+
+    @Option(name: .customLong("key-id"), help: "The key id (the JWT's kid); default: 10 random characters.")
+    var keyID: String?
+
+    @Option(help: "Restrict the key to one environment: development or production (default: both).")
+    var environment: String?
+
+    @Option(name: .shortAndLong, help: "Where to write the .p8 file (default: AuthKey_<key id>.p8 in the current directory).")
+    var output: String?
+
+    func run() async throws {
+        let env: APNsEnvironment?
+        if let environment {
+            guard let e = APNsEnvironment(name: environment) else { throw ValidationError("--environment is development or production") }
+            env = e
+        } else {
+            env = nil
+        }
+        let registry = try GatewayRegistry(dataDirectory: gatewayDataDirectory(dataDirectory))
+        let (key, record) = try registry.createKey(teamID: team, keyID: keyID, environment: env)
+        let path = output ?? "AuthKey_\(record.keyID).p8"
+        guard FileManager.default.createFile(atPath: path, contents: Data(key.pem.utf8), attributes: [.posixPermissions: 0o600]) else {
+            throw CLIError("cannot write \(path)")
+        }
+        print("key id: \(record.keyID)")
+        print("team id: \(record.teamID)")
+        print("environment: \(record.environment?.rawValue ?? "development and production")")
+        print("private key: \(path)")
+    }
+}
+
+struct KeysList: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "list", abstract: "List registered keys and apps.")
+
+    @Option(name: .customLong("data-dir"), help: "The gateway's data directory.")
+    var dataDirectory: String?
+
+    func run() async throws {
+        let registry = try GatewayRegistry(dataDirectory: gatewayDataDirectory(dataDirectory))
+        let keys = try registry.keys()
+        if keys.isEmpty { print("no keys; make one with: tidings keys create --team TEAMID") }
+        for k in keys {
+            print("\(k.keyID)  team \(k.teamID)  \(k.environment?.rawValue ?? "both environments")")
+        }
+        for a in try registry.apps() {
+            print("app \(a.bundleID)  team \(a.teamID)  storage policy \(a.storagePolicy)")
+        }
+    }
+}
+
+func gatewayDataDirectory(_ option: String?) -> URL {
+    option.map { URL(fileURLWithPath: $0) } ?? GatewayConfiguration.defaultDataDirectory
+}
