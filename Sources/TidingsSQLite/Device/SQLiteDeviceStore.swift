@@ -144,7 +144,7 @@ public final class SQLiteDeviceStore: DeviceStore {
             var isLocation = false
             if case .location? = request.trigger { isLocation = true }
             try db.execute(sql: "INSERT INTO pending (bundle_id, identifier, next_fire, location, request) VALUES (?, ?, ?, ?, ?)",
-                           arguments: [bundleIdentifier, request.identifier, nextFire?.timeIntervalSince1970, isLocation ? 1 : 0, try Self.encode(request)])
+                           arguments: [bundleIdentifier, request.identifier, nextFire?.timeIntervalSinceReferenceDate, isLocation ? 1 : 0, try Self.encode(request)])
             let key = db.lastInsertedRowID
             var evicted: [NotificationRequestValue] = []
             if let limit {
@@ -173,7 +173,7 @@ public final class SQLiteDeviceStore: DeviceStore {
         let nextFire: Double? = row["next_fire"]
         return PendingRecord(key: row["key"], bundleIdentifier: row["bundle_id"],
                              request: try decode(NotificationRequestValue.self, row["request"]),
-                             nextFire: nextFire.map { Date(timeIntervalSince1970: $0) })
+                             nextFire: nextFire.map { Date(timeIntervalSinceReferenceDate: $0) })
     }
 
     public func pendingRecord(key: Int64) -> StoreTicket<PendingRecord?> {
@@ -209,7 +209,7 @@ public final class SQLiteDeviceStore: DeviceStore {
             var entries: [ScheduleEntry] = []
             let cursor = try Row.fetchCursor(db, sql: "SELECT key, next_fire FROM pending WHERE next_fire IS NOT NULL")
             while let row = try cursor.next() {
-                entries.append(ScheduleEntry(key: row[0], nextFire: Date(timeIntervalSince1970: row[1])))
+                entries.append(ScheduleEntry(key: row[0], nextFire: Date(timeIntervalSinceReferenceDate: row[1])))
             }
             return entries
         }
@@ -226,7 +226,7 @@ public final class SQLiteDeviceStore: DeviceStore {
             guard let row = try Row.fetchOne(db, sql: "SELECT * FROM pending WHERE key = ?", arguments: [key]) else { return nil }
             let record = try Self.record(row)
             if keepPending {
-                try db.execute(sql: "UPDATE pending SET next_fire = ? WHERE key = ?", arguments: [nextFire?.timeIntervalSince1970, key])
+                try db.execute(sql: "UPDATE pending SET next_fire = ? WHERE key = ?", arguments: [nextFire?.timeIntervalSinceReferenceDate, key])
             } else {
                 try db.execute(sql: "DELETE FROM pending WHERE key = ?", arguments: [key])
             }
@@ -247,18 +247,18 @@ public final class SQLiteDeviceStore: DeviceStore {
         let body = try encode(notification.request)
         if let existing {
             try db.execute(sql: "UPDATE delivered SET date = ?, request = ? WHERE bundle_id = ? AND identifier = ?",
-                           arguments: [notification.date.timeIntervalSince1970, body, bundleIdentifier, identifier])
+                           arguments: [notification.date.timeIntervalSinceReferenceDate, body, bundleIdentifier, identifier])
             return DeliveredNotificationValue(request: try decode(NotificationRequestValue.self, existing["request"]),
-                                              date: Date(timeIntervalSince1970: existing["date"]))
+                                              date: Date(timeIntervalSinceReferenceDate: existing["date"]))
         }
         let seq = (try Int64.fetchOne(db, sql: "SELECT MAX(seq) FROM delivered WHERE bundle_id = ?", arguments: [bundleIdentifier]) ?? 0) + 1
         try db.execute(sql: "INSERT INTO delivered (bundle_id, identifier, seq, date, request) VALUES (?, ?, ?, ?, ?)",
-                       arguments: [bundleIdentifier, identifier, seq, notification.date.timeIntervalSince1970, body])
+                       arguments: [bundleIdentifier, identifier, seq, notification.date.timeIntervalSinceReferenceDate, body])
         return nil
     }
 
     private static func delivered(_ row: Row) throws -> DeliveredNotificationValue {
-        DeliveredNotificationValue(request: try decode(NotificationRequestValue.self, row["request"]), date: Date(timeIntervalSince1970: row["date"]))
+        DeliveredNotificationValue(request: try decode(NotificationRequestValue.self, row["request"]), date: Date(timeIntervalSinceReferenceDate: row["date"]))
     }
 
     public func deliver(_ notification: DeliveredNotificationValue, for bundleIdentifier: String) -> StoreTicket<DeliveredNotificationValue?> {

@@ -1,0 +1,88 @@
+// The quick start's sample app: the seeds' local notifications, with a delegate that
+// prints every response. Install it with `tidings apps install Examples/SampleApp/manifest.json`
+// and run `.build/debug/SampleApp` while `tidings serve` runs.
+//
+//   SampleApp            ask for authorization, register categories, schedule the seeds'
+//                        notifications, then wait for responses
+//   SampleApp --listen   only wait for responses (what the daemon's launch does)
+import Foundation
+import UserNotifications
+
+final class NotificationHandler: NSObject, UNUserNotificationCenterDelegate {
+    // A foreground app decides how its notifications show (seed 000: `completionHandler([.alert, .sound])`).
+    func userNotificationCenter(_ center: UNUserNotificationCenter, willPresent notification: UNNotification, withCompletionHandler completionHandler: @escaping @Sendable (UNNotificationPresentationOptions) -> Void) {
+        say("willPresent \(notification.request.identifier)")
+        completionHandler([.banner, .list, .sound, .badge])
+    }
+
+    func userNotificationCenter(_ center: UNUserNotificationCenter, didReceive response: UNNotificationResponse, withCompletionHandler completionHandler: @escaping @Sendable () -> Void) {
+        let identifier = response.notification.request.identifier
+        if let textResponse = response as? UNTextInputNotificationResponse {
+            say("response \(identifier) action=\(response.actionIdentifier) text=\(textResponse.userText)")
+        } else if response.actionIdentifier == UNNotificationDefaultActionIdentifier {
+            say("response \(identifier) action=tap")
+        } else if response.actionIdentifier == UNNotificationDismissActionIdentifier {
+            say("response \(identifier) action=dismiss")
+        } else {
+            say("response \(identifier) action=\(response.actionIdentifier)")
+        }
+        completionHandler()
+    }
+}
+
+func say(_ line: String) {
+    FileHandle.standardOutput.write(Data("SampleApp: \(line)\n".utf8))
+}
+
+/// Seed 000's actionable category: a text reply and two buttons.
+func registerCategories(_ center: UNUserNotificationCenter) {
+    let inputAction = UNTextInputNotificationAction(
+        identifier: "action.input", title: "Input", options: [.foreground],
+        textInputButtonTitle: "Send", textInputPlaceholder: "What do you want to say...")
+    let goodbyeAction = UNNotificationAction(identifier: "action.goodbye", title: "Goodbye", options: [.foreground])
+    let cancelAction = UNNotificationAction(identifier: "action.cancel", title: "Cancel", options: [.destructive])
+    let category = UNNotificationCategory(
+        identifier: "saySomethingCategory", actions: [inputAction, goodbyeAction, cancelAction],
+        intentIdentifiers: [], options: [.customDismissAction])
+    center.setNotificationCategories([category])
+}
+
+func schedule(_ center: UNUserNotificationCenter) async throws {
+    // Seed 000: 时间戳通知 — a time-interval trigger.
+    let content = UNMutableNotificationContent()
+    content.title = "时间戳通知"
+    content.body = "我的第一条通知"
+    let request = UNNotificationRequest(
+        identifier: "com.onevcat.usernotification.myFirstNotification", content: content,
+        trigger: UNTimeIntervalNotificationTrigger(timeInterval: 5, repeats: false))
+    try await center.add(request)
+    say("scheduled \(request.identifier) in 5 s")
+
+    // Seed 000: an actionable notification in the saySomething category, delivered now.
+    let actionable = UNMutableNotificationContent()
+    actionable.title = "Say something"
+    actionable.body = "Reply with text, or pick Goodbye"
+    actionable.categoryIdentifier = "saySomethingCategory"
+    actionable.sound = .default
+    try await center.add(UNNotificationRequest(identifier: "saySomething", content: actionable, trigger: nil))
+    say("scheduled saySomething now")
+}
+
+let center = UNUserNotificationCenter.current()
+let handler = NotificationHandler()
+center.delegate = handler
+let listenOnly = CommandLine.arguments.contains("--listen")
+
+do {
+    if !listenOnly {
+        let granted = try await center.requestAuthorization(options: [.alert, .sound, .badge])
+        say("authorization granted=\(granted)")
+        registerCategories(center)
+        if granted { try await schedule(center) }
+    }
+    say("waiting for responses")
+    while true { try await Task.sleep(for: .seconds(3600)) }
+} catch {
+    say("error: \(error)")
+    exit(1)
+}
