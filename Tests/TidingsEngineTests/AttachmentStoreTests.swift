@@ -1,0 +1,108 @@
+import Foundation
+import Testing
+import TidingsCore
+import TidingsEngine
+import TidingsTesting
+
+@Suite("Attachments in the data store")
+struct AttachmentStoreTests {
+    static let png: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A, 0, 0, 0, 13, 0x49, 0x48, 0x44, 0x52] + Array(repeating: 0, count: 64)
+
+    func write(_ bytes: [UInt8], to path: String) throws {
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+    }
+
+    func request(_ id: String, attachments: [AttachmentValue]) -> AppRequest {
+        var content = NotificationContentValue()
+        content.title = "With a picture"
+        content.attachments = attachments
+        return .add(NotificationRequestValue(identifier: id, content: content, trigger: .timeInterval(seconds: 60, repeats: false)))
+    }
+
+    @Test("add moves the file into the app's store; removing the request deletes it")
+    func moveAndDelete() async throws {
+        let system = try await NotificationTestSystem.start(storage: .sqlite)
+        let app = try await system.connect("com.example.pics")
+        _ = await app.request(.requestAuthorization([.alert]))
+        let source = system.directory.appendingPathComponent("photo.png").path
+        try write(Self.png, to: source)
+        let reply = await app.request(request("p", attachments: [AttachmentValue(identifier: "photo", path: source, type: "")]))
+        guard case .added(let stored) = reply else { Issue.record("not added: \(reply)"); return }
+        let storedPath = try #require(stored.content.attachments.first?.path)
+        #expect(!FileManager.default.fileExists(atPath: source), "moved, not copied")
+        #expect(FileManager.default.fileExists(atPath: storedPath))
+        #expect(storedPath.hasPrefix(system.directory.appendingPathComponent("attachments/com.example.pics/").path))
+        #expect(stored.content.attachments.first?.type == "public.png")
+        app.send(.removePending(["p"]))
+        #expect(await app.pendingIdentifiers().isEmpty)
+        #expect(!FileManager.default.fileExists(atPath: storedPath))
+        await system.shutdown()
+    }
+
+    @Test("a file inside the app's own directory is copied")
+    func copyFromBundle() async throws {
+        let system = try await NotificationTestSystem.start()
+        let record = try await system.install("com.example.bundle")
+        let app = try await system.connect("com.example.bundle")
+        _ = await app.request(.requestAuthorization([.alert]))
+        let source = record.directory + "/icon.png"
+        try write(Self.png, to: source)
+        let reply = await app.request(request("b", attachments: [AttachmentValue(identifier: "icon", path: source, type: "")]))
+        #expect(reply.isSuccess)
+        #expect(FileManager.default.fileExists(atPath: source))
+        await system.shutdown()
+    }
+
+    @Test("missing, symlinked, mistyped or corrupt files: the matching error, nothing scheduled, nothing moved")
+    func invalidFiles() async throws {
+        let system = try await NotificationTestSystem.start()
+        let app = try await system.connect("com.example.badpics")
+        _ = await app.request(.requestAuthorization([.alert]))
+        let dir = system.directory.path
+        let good = dir + "/good.png"
+        try write(Self.png, to: good)
+        let link = dir + "/link.png"
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: good)
+        let text = dir + "/notes.txt"
+        try write(Array("hello".utf8), to: text)
+        let fake = dir + "/fake.png"
+        try write(Array("not a png at all".utf8), to: fake)
+
+        #expect(await app.request(request("1", attachments: [AttachmentValue(identifier: "a", path: dir + "/missing.png", type: "")])).failureCode == .attachmentInvalidURL)
+        #expect(await app.request(request("2", attachments: [AttachmentValue(identifier: "a", path: link, type: "")])).failureCode == .attachmentInvalidURL)
+        #expect(await app.request(request("3", attachments: [AttachmentValue(identifier: "a", path: text, type: "")])).failureCode == .attachmentUnrecognizedType)
+        #expect(await app.request(request("4", attachments: [AttachmentValue(identifier: "a", path: fake, type: "")])).failureCode == .attachmentCorrupt)
+        #expect(await app.request(request("5", attachments: [AttachmentValue(identifier: "a", path: "relative/x.png", type: "")])).failureCode == .attachmentInvalidURL)
+        // The good file in a batch with a bad one goes back where it was.
+        #expect(await app.request(request("6", attachments: [AttachmentValue(identifier: "g", path: good, type: ""), AttachmentValue(identifier: "f", path: fake, type: "")])).failureCode == .attachmentCorrupt)
+        #expect(FileManager.default.fileExists(atPath: good))
+        #expect(await app.pendingIdentifiers().isEmpty)
+        await system.shutdown()
+    }
+
+    @Test("the per-app quota is a clear error")
+    func quota() throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-quota-\(UUID().uuidString)")
+        let store = AttachmentStore(root: root, quota: 100)
+        let source = root.path + "-photo.png"
+        try write(Self.png, to: source)
+        _ = try store.ingest([AttachmentValue(identifier: "a", path: source, type: "")], bundleIdentifier: "com.example.q", appDirectory: nil)
+        try write(Self.png, to: source)
+        #expect(throws: NotificationError.self) {
+            _ = try store.ingest([AttachmentValue(identifier: "b", path: source, type: "")], bundleIdentifier: "com.example.q", appDirectory: nil)
+        }
+        #expect(FileManager.default.fileExists(atPath: source))
+    }
+
+    @Test("delete never touches paths outside the app's store")
+    func deleteStaysInside() throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-escape-\(UUID().uuidString)")
+        let store = AttachmentStore(root: root)
+        try FileManager.default.createDirectory(at: store.directory(for: "com.example.e"), withIntermediateDirectories: true)
+        let outside = root.path + "-victim.png"
+        try write(Self.png, to: outside)
+        store.delete([AttachmentValue(identifier: "x", path: store.directory(for: "com.example.e").path + "/../../" + (outside as NSString).lastPathComponent, type: "")], bundleIdentifier: "com.example.e")
+        store.delete([AttachmentValue(identifier: "y", path: outside, type: "")], bundleIdentifier: "com.example.e")
+        #expect(FileManager.default.fileExists(atPath: outside))
+    }
+}
