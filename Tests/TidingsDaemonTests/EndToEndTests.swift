@@ -1,0 +1,131 @@
+import Foundation
+import Testing
+import TidingsTesting
+
+/// Real processes: the `tidings` daemon, the sample app, the CLI as a person uses it.
+@Suite("Daemon end to end", .serialized)
+struct EndToEndTests {
+    @Test("install, schedule, present, answer with an action and a text reply; a response launches a stopped app")
+    func quickStart() async throws {
+        let fixture = try DaemonFixture()
+        defer { fixture.remove() }
+        let daemon = try fixture.startDaemon()
+        defer { daemon.kill() }
+        #expect(await daemon.waitForOutput("daemon socket"))
+
+        let install = try fixture.cli(["apps", "install", fixture.manifest])
+        #expect(install.status == 0, "\(install.output)")
+
+        let app = try fixture.runApp()
+        defer { app.kill() }
+        #expect(await app.waitForOutput("waiting for responses"), "\(app.output)")
+        #expect(app.output.contains("authorization granted=true"))
+        #expect(await app.waitForOutput("willPresent saySomething"), "the foreground app's delegate decides")
+        #expect(await daemon.waitForOutput("Say something"), "the terminal presenter shows it")
+
+        let list = try fixture.cli(["notifications", "list"])
+        #expect(list.output.contains("saySomething"))
+        #expect(list.output.contains("action.input (text)"))
+
+        let reply = try fixture.cli(["notifications", "respond", "saySomething", "--action", "action.input", "--text", "hello there"])
+        #expect(reply.status == 0, "\(reply.output)")
+        #expect(await app.waitForOutput("response saySomething action=action.input text=hello there"), "\(app.output)")
+
+        let wrong = try fixture.cli(["notifications", "respond", "saySomething", "--action", "action.input"])
+        #expect(wrong.status != 0, "answered notifications leave the list")
+        #expect(wrong.output.contains("no delivered notification"))
+
+        // The app stops; its next response launches it from the manifest.
+        app.kill()
+        let again = try fixture.runApp()
+        #expect(await again.waitForOutput("scheduled saySomething now"))
+        again.kill()
+        let goodbye = try fixture.cli(["notifications", "respond", "saySomething", "--action", "action.goodbye"])
+        #expect(goodbye.status == 0, "\(goodbye.output)")
+        #expect(await daemon.waitForOutput("response saySomething action=action.goodbye"), "\(daemon.output)")
+        killLaunchedApps(in: daemon.output)
+    }
+
+    @Test("a process that is no installed app gets an error that says how to fix it")
+    func unknownProcessRefused() async throws {
+        let fixture = try DaemonFixture()
+        defer { fixture.remove() }
+        let daemon = try fixture.startDaemon()
+        defer { daemon.kill() }
+        #expect(await daemon.waitForOutput("daemon socket"))
+        let app = try fixture.runApp()
+        defer { app.kill() }
+        #expect(await eventually { !app.process.isRunning })
+        #expect(app.process.terminationStatus == 1)
+        #expect(app.output.contains("has no app identity"), "\(app.output)")
+        #expect(app.output.contains("tidings apps install"))
+    }
+
+    @Test("development mode: TIDINGS_BUNDLE_ID names the app")
+    func developmentMode() async throws {
+        let fixture = try DaemonFixture()
+        defer { fixture.remove() }
+        let daemon = try fixture.startDaemon(["--development"])
+        defer { daemon.kill() }
+        #expect(await daemon.waitForOutput("daemon socket"))
+        let app = try fixture.runApp(environment: ["TIDINGS_BUNDLE_ID": "com.example.dev"])
+        defer { app.kill() }
+        #expect(await app.waitForOutput("waiting for responses"), "\(app.output)")
+        let list = try fixture.cli(["apps", "list"])
+        #expect(list.output.contains("com.example.dev"))
+    }
+
+    @Test("what add acknowledged survives kill -9 of the daemon")
+    func killNine() async throws {
+        let fixture = try DaemonFixture()
+        defer { fixture.remove() }
+        let daemon = try fixture.startDaemon()
+        #expect(await daemon.waitForOutput("daemon socket"))
+        _ = try fixture.cli(["apps", "install", fixture.manifest])
+        let app = try fixture.runApp()
+        #expect(await app.waitForOutput("scheduled saySomething now"))
+        daemon.kill(signal: SIGKILL)
+        app.kill()
+
+        let restarted = try fixture.startDaemon()
+        defer { restarted.kill() }
+        #expect(await restarted.waitForOutput("daemon socket"))
+        let pending = try fixture.cli(["notifications", "list", "--pending"]).output
+        let delivered = try fixture.cli(["notifications", "list"]).output
+        #expect(delivered.contains("saySomething"), "\(delivered)")
+        #expect(pending.contains("myFirstNotification") || delivered.contains("myFirstNotification"), "\(pending)\n\(delivered)")
+        let settings = try fixture.cli(["settings", "com.example.tidings.sample"]).output
+        #expect(settings.contains("authorizationStatus        authorized"), "\(settings)")
+    }
+
+    @Test("CLI errors are one clear sentence with a non-zero exit")
+    func cliErrors() async throws {
+        let fixture = try DaemonFixture()
+        defer { fixture.remove() }
+        let noDaemon = try fixture.cli(["apps", "list"])
+        #expect(noDaemon.status != 0)
+        #expect(noDaemon.output.contains("no notification daemon is listening"))
+
+        let daemon = try fixture.startDaemon()
+        defer { daemon.kill() }
+        #expect(await daemon.waitForOutput("daemon socket"))
+        let badManifest = fixture.directory.appendingPathComponent("bad.json").path
+        try #"{"bundleIdentifier": "nodots", "executable": "/bin/true"}"#.write(toFile: badManifest, atomically: true, encoding: .utf8)
+        let bad = try fixture.cli(["apps", "install", badManifest])
+        #expect(bad.status != 0)
+        #expect(bad.output.contains("reverse-DNS"))
+        let unknown = try fixture.cli(["settings", "com.example.nothing", "--allow"])
+        #expect(unknown.status != 0)
+        #expect(unknown.output.contains("no app \"com.example.nothing\" is installed"))
+    }
+
+    /// Stops the app processes the daemon launched (their pids are in its log).
+    func killLaunchedApps(in log: String) {
+        for line in log.split(separator: "\n") where line.contains("launched app") {
+            if let range = line.range(of: "pid=") {
+                let digits = line[range.upperBound...].prefix { $0.isNumber }
+                if let pid = Int32(digits) { kill(pid, SIGTERM) }
+            }
+        }
+    }
+}

@@ -1,0 +1,152 @@
+import Foundation
+import Testing
+import TidingsCore
+import TidingsSQLite
+import TidingsStorage
+
+/// One suite for every `DeviceStore` backend.
+enum DeviceBackend: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case memory, sqlite
+
+    var testDescription: String { rawValue }
+
+    func make() throws -> any DeviceStore {
+        switch self {
+        case .memory: InMemoryDeviceStore()
+        case .sqlite:
+            try SQLiteDeviceStore(path: FileManager.default.temporaryDirectory.appendingPathComponent("device-\(UUID().uuidString).sqlite").path)
+        }
+    }
+}
+
+private func request(_ id: String, title: String = "t", trigger: TriggerValue? = .timeInterval(seconds: 60, repeats: false)) -> NotificationRequestValue {
+    var content = NotificationContentValue()
+    content.title = title
+    return NotificationRequestValue(identifier: id, content: content, trigger: trigger)
+}
+
+private let app = "com.example.store"
+private let t0 = Date(timeIntervalSinceReferenceDate: 800_000_000.123456)
+
+@Suite("DeviceStore conformance")
+struct DeviceStoreConformanceTests {
+    @Test(arguments: DeviceBackend.allCases)
+    func appsSettingsCategoriesBadge(_ backend: DeviceBackend) async throws {
+        let store = try backend.make()
+        let record = AppRecord(bundleIdentifier: app, displayName: "Store", executable: "/bin/true", directory: "/tmp", installedAt: t0)
+        try await store.upsertApp(record).value
+        #expect(try await store.app(app).value == record)
+        #expect(try await store.apps().value == [record])
+        #expect(try await store.settings(app).value == nil)
+        let settings = NotificationSettingsValue.granted([.alert, .badge], provisional: false)
+        try await store.setSettings(settings, for: app).value
+        #expect(try await store.settings(app).value == settings)
+        let categories = [CategoryValue(identifier: "c", actions: [ActionValue(identifier: "a", title: "A")])]
+        try await store.setCategories(categories, for: app).value
+        #expect(try await store.categories(app).value == categories)
+        try await store.setBadge(4, for: app).value
+        #expect(try await store.badge(app).value == 4)
+    }
+
+    @Test(arguments: DeviceBackend.allCases)
+    func pendingReplaceRemoveAndSchedule(_ backend: DeviceBackend) async throws {
+        let store = try backend.make()
+        let first = try await store.addPending(request("a", title: "old"), for: app, nextFire: t0, limit: nil).value
+        #expect(first.replacedPending == nil)
+        let second = try await store.addPending(request("a", title: "new"), for: app, nextFire: t0.addingTimeInterval(5), limit: nil).value
+        #expect(second.key != first.key, "a replacement gets a new key")
+        #expect(second.replacedPending?.content.title == "old")
+        #expect(try await store.pendingRecord(key: first.key).value == nil)
+        #expect(try await store.pendingRecord(key: second.key).value?.nextFire == t0.addingTimeInterval(5), "dates round-trip exactly")
+        _ = try await store.addPending(request("b"), for: app, nextFire: t0, limit: nil).value
+        let region = CircularRegionValue(identifier: "r", latitude: 1, longitude: 2, radius: 3)
+        _ = try await store.addPending(request("loc", trigger: .location(region, repeats: false)), for: app, nextFire: nil, limit: nil).value
+        #expect(try await store.pending(app).value.map(\.identifier) == ["a", "b", "loc"])
+        #expect(Set(try await store.schedule().value.map(\.nextFire)) == [t0, t0.addingTimeInterval(5)])
+        #expect(try await store.locationPending().value.map(\.request.identifier) == ["loc"])
+        #expect(try await store.removePending(["b", "zzz"], for: app).value.map(\.identifier) == ["b"])
+        #expect(try await store.removeAllPending(app).value.count == 2)
+        #expect(try await store.pending(app).value.isEmpty)
+    }
+
+    @Test(arguments: DeviceBackend.allCases)
+    func limitKeepsMostRecentlyAdded(_ backend: DeviceBackend) async throws {
+        let store = try backend.make()
+        for i in 0..<5 { _ = try await store.addPending(request("n\(i)"), for: app, nextFire: t0, limit: 3).value }
+        #expect(try await store.pending(app).value.map(\.identifier) == ["n2", "n3", "n4"])
+        let result = try await store.addPending(request("n5"), for: app, nextFire: t0, limit: 3).value
+        #expect(result.evicted.map(\.identifier) == ["n2"])
+    }
+
+    @Test(arguments: DeviceBackend.allCases)
+    func fireDeliversAndReplacesInPlace(_ backend: DeviceBackend) async throws {
+        let store = try backend.make()
+        let once = try await store.addPending(request("x", title: "one"), for: app, nextFire: t0, limit: nil).value
+        let outcome = try #require(try await store.fire(key: once.key, at: t0, nextFire: nil, keepPending: false, deliver: true).value)
+        #expect(outcome.replacedDelivered == nil)
+        #expect(try await store.pending(app).value.isEmpty)
+        _ = try await store.deliver(DeliveredNotificationValue(request: request("y"), date: t0), for: app).value
+        let again = try await store.addPending(request("x", title: "two"), for: app, nextFire: t0, limit: nil).value
+        let replaced = try await store.fire(key: again.key, at: t0.addingTimeInterval(1), nextFire: nil, keepPending: false, deliver: true).value
+        #expect(replaced?.replacedDelivered?.request.content.title == "one")
+        let delivered = try await store.delivered(app).value
+        #expect(delivered.map(\.request.identifier) == ["x", "y"], "the replacement keeps its place")
+        #expect(delivered.first?.request.content.title == "two")
+        #expect(try await store.fire(key: again.key, at: t0, nextFire: nil, keepPending: false, deliver: true).value == nil, "a gone key fires nothing")
+
+        let repeating = try await store.addPending(request("r", trigger: .timeInterval(seconds: 60, repeats: true)), for: app, nextFire: t0, limit: nil).value
+        _ = try await store.fire(key: repeating.key, at: t0, nextFire: t0.addingTimeInterval(60), keepPending: true, deliver: false).value
+        #expect(try await store.pendingRecord(key: repeating.key).value?.nextFire == t0.addingTimeInterval(60))
+        #expect(try await store.deliveredNotification("r", for: app).value == nil, "not kept when not listed")
+        #expect(try await store.removeDelivered(["x"], for: app).value.count == 1)
+        #expect(try await store.removeAllDelivered(app).value.map(\.request.identifier) == ["y"])
+    }
+
+    @Test(arguments: DeviceBackend.allCases)
+    func heldResponsesAndRemoveApp(_ backend: DeviceBackend) async throws {
+        let store = try backend.make()
+        let notification = DeliveredNotificationValue(request: request("h"), date: t0)
+        let id1 = try await store.holdResponse(ResponseValue(notification: notification, actionIdentifier: "a"), for: app).value
+        let id2 = try await store.holdResponse(ResponseValue(notification: notification, actionIdentifier: "b", userText: "hi"), for: app).value
+        #expect(try await store.heldResponses(app).value.map(\.id) == [id1, id2])
+        try await store.releaseResponse(id: id1).value
+        #expect(try await store.heldResponses(app).value.map(\.response.userText) == ["hi"])
+
+        var content = NotificationContentValue()
+        content.attachments = [AttachmentValue(identifier: "i", path: "/store/i.png", type: "public.png")]
+        _ = try await store.addPending(NotificationRequestValue(identifier: "att", content: content, trigger: nil), for: app, nextFire: t0, limit: nil).value
+        try await store.upsertApp(AppRecord(bundleIdentifier: app, displayName: "S", executable: "/bin/true", directory: "/tmp", installedAt: t0)).value
+        #expect(try await store.removeApp(app).value.map(\.path) == ["/store/i.png"])
+        #expect(try await store.app(app).value == nil)
+        #expect(try await store.pending(app).value.isEmpty)
+        #expect(try await store.heldResponses(app).value.isEmpty)
+    }
+
+    @Test("operations submitted without waiting apply in order", arguments: DeviceBackend.allCases)
+    func ordering(_ backend: DeviceBackend) async throws {
+        let store = try backend.make()
+        var tickets: [StoreTicket<PendingReplacement>] = []
+        for i in 0..<200 { tickets.append(store.addPending(request("o\(i % 10)", title: "\(i)"), for: app, nextFire: t0, limit: nil)) }
+        let removal = store.removePending(["o0"], for: app)
+        let listing = store.pending(app)
+        for ticket in tickets { _ = try await ticket.value }
+        #expect(try await removal.value.first?.content.title == "190")
+        #expect(try await listing.value.map(\.content.title).sorted() == ["191", "192", "193", "194", "195", "196", "197", "198", "199"])
+    }
+}
+
+@Suite("SQLite device store")
+struct SQLiteDeviceStoreTests {
+    @Test("data survives reopening the file")
+    func reopen() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("device-\(UUID().uuidString).sqlite").path
+        do {
+            let store = try SQLiteDeviceStore(path: path)
+            _ = try await store.addPending(request("keep"), for: app, nextFire: t0, limit: nil).value
+            try await store.setBadge(2, for: app).value
+        }
+        let reopened = try SQLiteDeviceStore(path: path)
+        #expect(try await reopened.pending(app).value.map(\.identifier) == ["keep"])
+        #expect(try await reopened.badge(app).value == 2)
+    }
+}
