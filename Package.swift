@@ -157,6 +157,16 @@ let package = Package(
             path: "Examples/SampleApp/Sources"
         ),
 
+        // `swift run -c release DaemonBenchmark`: see docs/benchmarks.md.
+        .executableTarget(
+            name: "DaemonBenchmark",
+            dependencies: [
+                "TidingsCore", "TidingsDaemon", "TidingsEngine", "TidingsIPC", "TidingsSQLite", "TidingsStorage",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Benchmarks/Daemon"
+        ),
+
         .testTarget(name: "TidingsCoreTests", dependencies: ["TidingsCore"], swiftSettings: swiftSettings),
         .testTarget(
             name: "UserNotificationsTests",
@@ -166,7 +176,10 @@ let package = Package(
         .testTarget(
             name: "SeedExamplesTests",
             dependencies: ["UserNotifications", "UserNotificationsUI", "TidingsTesting",
-                           .product(name: "Crypto", package: "swift-crypto")]
+                           .product(name: "Crypto", package: "swift-crypto")],
+            // The seeds' examples are Swift 3-era code (URLSession callbacks capturing
+            // non-Sendable closures); they compile in Swift 5 mode, as such code does.
+            swiftSettings: [.swiftLanguageMode(.v5)]
         ),
         .testTarget(
             name: "TidingsStorageTests",
