@@ -26,6 +26,9 @@ public struct DaemonConfiguration: Sendable {
     /// iOS's 64 pending requests per app, instead of no limit.
     public var iOSPendingLimit: Bool
     public var terminalPresenter: Bool
+    /// A gpsd server to follow for location triggers (`host:port`); nil: positions come
+    /// only from `tidings location`.
+    public var gpsd: String?
     public var clock: any WallClock
     public var presenters: [any Presenter]
     public var logger: Logger
@@ -62,10 +65,16 @@ public final class NotificationDaemon: Service {
 
     public func run() async throws {
         let handler = AppConnectionHandler(engine: engine, developmentMode: configuration.developmentMode, logger: configuration.logger)
+        let gpsd = configuration.gpsd.map { address in
+            let parts = address.split(separator: ":", maxSplits: 1)
+            return GPSDLocationProvider(host: String(parts[0]), port: parts.count > 1 ? Int(parts[1]) ?? 2947 : 2947,
+                                        engine: engine, clock: configuration.clock, logger: configuration.logger)
+        }
         try await cancelWhenGracefulShutdown {
             try await withThrowingDiscardingTaskGroup { group in
                 group.addTask { try await self.engine.run() }
                 group.addTask { await self.server.run { await handler.serve($0) } }
+                if let gpsd { group.addTask { try await gpsd.run() } }
             }
         }
         await server.close()

@@ -128,8 +128,8 @@ public final class RecordingLauncher: AppLauncher {
 
 /// Waits for a condition that asynchronous work will make true; fails after a generous
 /// real-time guard so a broken test cannot hang. Nothing is timed by it.
-public func eventually(_ description: String = "condition", _ condition: @Sendable () async -> Bool) async -> Bool {
-    for _ in 0..<2_000 {
+public func eventually(within seconds: Double = 20, _ condition: @Sendable () async -> Bool) async -> Bool {
+    for _ in 0..<Int(seconds * 200) {
         if await condition() { return true }
         try? await Task.sleep(for: .milliseconds(5))
     }

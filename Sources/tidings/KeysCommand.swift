@@ -7,7 +7,7 @@ import TidingsGateway
 struct Keys: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Create and list provider signing keys (.p8) for token-based authentication.",
-        subcommands: [KeysCreate.self, KeysList.self])
+        subcommands: [KeysCreate.self, KeysList.self, KeysToken.self])
 }
 
 struct KeysCreate: AsyncParsableCommand {
@@ -65,6 +65,23 @@ struct KeysList: AsyncParsableCommand {
         for a in try registry.apps() {
             print("app \(a.bundleID)  team \(a.teamID)  storage policy \(a.storagePolicy)")
         }
+    }
+}
+
+struct KeysToken: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "token", abstract: "Print a provider token (ES256 JWT) for curl, h2load or any HTTP/2 client; valid for an hour.")
+
+    @Option(help: "The .p8 signing key.")
+    var key: String
+
+    @Option(name: .customLong("key-id"), help: "The key id (kid).")
+    var keyID: String
+
+    @Option(help: "The team id (iss).")
+    var team: String
+
+    func run() async throws {
+        print(try ProviderSigningKey(p8File: key).token(keyID: keyID, teamID: team))
     }
 }
 

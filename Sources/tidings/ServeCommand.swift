@@ -22,12 +22,15 @@ struct DaemonOptions: ParsableArguments {
     @Flag(name: .customLong("quiet"), help: "Do not print notifications on this terminal.")
     var quiet = false
 
+    @Option(help: "Follow a gpsd server (HOST:PORT) for location triggers, e.g. 127.0.0.1:2947.")
+    var gpsd: String?
+
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: Logger.Level = .info
 
     func configuration(logger: Logger) -> DaemonConfiguration {
         let consent = consent ?? (isatty(STDIN_FILENO) == 1 ? .prompt : .deny)
-        return DaemonConfiguration(
+        var configuration = DaemonConfiguration(
             dataDirectory: location.resolvedDataDirectory,
             socketPath: location.socket,
             consent: consent,
@@ -35,6 +38,8 @@ struct DaemonOptions: ParsableArguments {
             iOSPendingLimit: iOSPendingLimit,
             terminalPresenter: !quiet,
             logger: logger)
+        configuration.gpsd = gpsd
+        return configuration
     }
 
     func makeLogger(_ label: String) -> Logger {
