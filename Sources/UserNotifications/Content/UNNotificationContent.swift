@@ -122,7 +122,7 @@ open class UNNotificationContent: NSObject, NSCopying, NSMutableCopying, NSSecur
             "threadIdentifier: \(s.threadIdentifier)",
             "attachments: \(s.attachments)", "badge: \(s.badge.map { "\($0)" } ?? "(null)")",
             "sound: \(s.sound.map { "\($0)" } ?? "(null)")",
-            "realert: 0", "interruptionLevel: \(s.interruptionLevel.rawValue)", "relevanceScore: \(s.relevanceScore)",
+            "interruptionLevel: \(s.interruptionLevel.rawValue)", "relevanceScore: \(s.relevanceScore)",
         ]
         if let target = s.targetContentIdentifier { parts.append("targetContentIdentifier: \(target)") }
         if let filter = s.filterCriteria { parts.append("filterCriteria: \(filter)") }
