@@ -112,7 +112,8 @@ let farAway = 86_400.0 * 30
 let rssBefore = residentBytes()
 let ipc = await pipelined(count: options.count, window: options.window) { i in
     let request = NotificationRequestValue(identifier: "r\(i)", content: content(i), trigger: .timeInterval(seconds: farAway + Double(i), repeats: false))
-    guard let reply = try? await client.call(.add(request)), case .added = reply else { return false }
+    guard let reply = try? await client.call(.add(request)) else { return false }
+    if case .failure = reply { return false }
     return true
 }
 let rssAfter = residentBytes()
@@ -133,7 +134,8 @@ let addStart = Date()
 _ = await pipelined(count: lateCount, window: 64) { i in
     let fire = base.addingTimeInterval(Double(i) * 0.005)
     let request = NotificationRequestValue(identifier: "late\(i)", content: content(i), trigger: .timeInterval(seconds: fire.timeIntervalSinceNow, repeats: false))
-    guard let reply = try? await client.call(.add(request)), case .added = reply else { return false }
+    guard let reply = try? await client.call(.add(request)) else { return false }
+    if case .failure = reply { return false }
     return true
 }
 _ = addStart
@@ -171,9 +173,8 @@ await inProcess.connect(link, app: app, state: .background)
 _ = await inProcess.handle(.requestAuthorization([.alert]), from: link).run()
 let direct = await pipelined(count: options.count, window: options.window) { i in
     let request = NotificationRequestValue(identifier: "r\(i)", content: content(i), trigger: .timeInterval(seconds: farAway + Double(i), repeats: false))
-    let reply = await inProcess.handle(.add(request), from: link).run()
-    if case .added = reply { return true }
-    return false
+    if case .failure = await inProcess.handle(.add(request), from: link).run() { return false }
+    return true
 }
 print(String(format: "in-process add: %d requests in %.2f s = %.0f adds/s (%d failed)", options.count, direct.seconds, Double(options.count) / direct.seconds, direct.failures))
 

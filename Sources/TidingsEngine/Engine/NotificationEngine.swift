@@ -323,7 +323,8 @@ public actor NotificationEngine {
             do {
                 let result = try await ticket.value
                 await self.added(result, request: stored, nextFire: firstFire, bundle: bundle)
-                return .added(stored)
+                // The app needs the request back only when attachments moved into the store.
+                return stored.content.attachments.isEmpty ? .ok : .added(stored)
             } catch {
                 // Not scheduled: the files we took go away with it.
                 self.configuration.attachments.delete(stored.content.attachments, bundleIdentifier: bundle)
