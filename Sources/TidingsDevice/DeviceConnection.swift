@@ -20,6 +20,9 @@ public struct DeviceClientConfiguration: Sendable {
     public var serverHostname: String?
     /// How long the TLS handshake and key proof may take.
     public var connectTimeout: TimeAmount = .seconds(10)
+    /// The local address to connect from (load tests spread connections over several
+    /// 127.x addresses); `nil`: the system's choice.
+    public var localAddress: String?
 
     public init(host: String, port: Int, deviceKey: P256.Signing.PrivateKey, trustRootPaths: [String] = []) {
         self.host = host
@@ -87,19 +90,18 @@ public final class DeviceConnection: Sendable {
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         logger: Logger = Logger(label: "tidings.device")
     ) async throws -> DeviceConnection {
-        var tls = TLSConfiguration.makeClientConfiguration()
-        tls.minimumTLSVersion = .tlsv12
-        if !configuration.trustRootPaths.isEmpty {
-            tls.trustRoots = .certificates(try configuration.trustRootPaths.flatMap { try NIOSSLCertificate.fromPEMFile($0) })
-        }
-        let sslContext = try NIOSSLContext(configuration: tls)
+        let sslContext = try TLSContexts.shared.context(trustRootPaths: configuration.trustRootPaths)
         let (pushes, pushContinuation) = AsyncThrowingStream<DevicePush, any Error>.makeStream()
         let shared = DeviceConnectionShared(pushes: pushContinuation)
         let key = configuration.deviceKey
         let hostname = configuration.serverHostname
         let welcomed = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<String, any Error>) in
             shared.setWelcome(continuation)
-            let connect = ClientBootstrap(group: eventLoopGroup)
+            var bootstrap = ClientBootstrap(group: eventLoopGroup)
+            if let local = configuration.localAddress, let address = try? SocketAddress(ipAddress: local, port: 0) {
+                bootstrap = bootstrap.bind(to: address)
+            }
+            let connect = bootstrap
                 .connectTimeout(configuration.connectTimeout)
                 .channelOption(.socketOption(.tcp_nodelay), value: 1)
                 .channelInitializer { channel in
@@ -295,5 +297,24 @@ final class DeviceClientHandler: ChannelInboundHandler {
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         if failure == nil { failure = error }
         context.close(promise: nil)
+    }
+}
+
+/// One TLS context per set of trust roots, shared by every connection of the process
+/// (a context holds the parsed roots; a load test opens 100,000 connections).
+final class TLSContexts: Sendable {
+    static let shared = TLSContexts()
+    private let contexts = Mutex<[[String]: NIOSSLContext]>([:])
+
+    func context(trustRootPaths: [String]) throws -> NIOSSLContext {
+        if let existing = contexts.withLock({ $0[trustRootPaths] }) { return existing }
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.minimumTLSVersion = .tlsv12
+        if !trustRootPaths.isEmpty {
+            tls.trustRoots = .certificates(try trustRootPaths.flatMap { try NIOSSLCertificate.fromPEMFile($0) })
+        }
+        let context = try NIOSSLContext(configuration: tls)
+        contexts.withLock { $0[trustRootPaths] = context }
+        return context
     }
 }

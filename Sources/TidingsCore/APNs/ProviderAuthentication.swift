@@ -78,8 +78,7 @@ public struct ProviderAuthenticationStateMachine: Sendable {
         lookupKey: (String) -> ProviderKey?
     ) -> Result<AuthenticatedProvider, APNsError> {
         guard let authorization, !authorization.isEmpty else { return .failure(APNsError(.missingProviderToken)) }
-        let utf8 = authorization.utf8
-        guard utf8.count > 7, authorization.prefix(7).lowercased() == "bearer " else {
+        guard authorization.utf8.count >= 7, authorization.prefix(7).lowercased() == "bearer " else {
             return .failure(APNsError(.invalidProviderToken))
         }
         let tokenString = String(authorization.dropFirst(7).drop(while: { $0 == " " }))

@@ -1,0 +1,75 @@
+import Crypto
+import Foundation
+import TidingsCore
+import TidingsDevice
+
+// gateway-bench device HOST PORT CERT TOPIC COUNT
+//   One device: prints "TOKEN <hex>", then receives and acknowledges COUNT pushes and prints
+//   the rate and the accept → receipt latency percentiles (the gateway's acceptedAt vs this
+//   machine's clock: same machine, same clock).
+// gateway-bench idle HOST PORT CERT CONNECTIONS SOURCES
+//   Opens CONNECTIONS device connections from the comma-separated SOURCES addresses and holds
+//   them; prints "CONNECTED n" and waits for stdin to close.
+
+func nowMs() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
+
+let args = CommandLine.arguments
+guard args.count >= 2 else { fatalError("usage: gateway-bench device|idle …") }
+
+switch args[1] {
+case "device":
+    let (host, port, cert, topic, count) = (args[2], Int(args[3])!, args[4], args[5], Int(args[6])!)
+    let connection = try await DeviceConnection.connect(DeviceClientConfiguration(host: host, port: port, deviceKey: P256.Signing.PrivateKey(), trustRootPaths: [cert]))
+    let token = try await connection.requestToken(topic: topic, environment: .development)
+    print("TOKEN \(token.hex)")
+    fflush(stdout)
+    var latencies: [Int64] = []
+    latencies.reserveCapacity(count)
+    var first: Int64?
+    var seen = Set<Int64>()
+    var duplicates = 0
+    for try await push in connection.pushes {
+        let now = nowMs()
+        if first == nil { first = now }
+        if !seen.insert(push.sequence).inserted { duplicates += 1 }
+        latencies.append(now - push.acceptedAt)
+        connection.acknowledge(push)
+        if latencies.count >= count { break }
+    }
+    let elapsed = Double(nowMs() - (first ?? nowMs())) / 1000
+    latencies.sort()
+    func pct(_ p: Double) -> Int64 { latencies.isEmpty ? 0 : latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))] }
+    print("RECEIVED \(latencies.count) in \(String(format: "%.2f", elapsed)) s = \(String(format: "%.0f", Double(latencies.count) / max(elapsed, 0.001))) pushes/s; latency ms p50 \(pct(0.5)) p99 \(pct(0.99)) max \(latencies.last ?? 0); duplicates \(duplicates)")
+    await connection.close()
+
+case "idle":
+    let (host, port, cert, total) = (args[2], Int(args[3])!, args[4], Int(args[5])!)
+    let sources = args[6].split(separator: ",").map(String.init)
+    let connected = await withTaskGroup(of: [DeviceConnection].self) { group in
+        let workers = 32
+        for w in 0..<workers {
+            group.addTask {
+                var mine: [DeviceConnection] = []
+                var i = w
+                while i < total {
+                    var c = DeviceClientConfiguration(host: host, port: port, deviceKey: P256.Signing.PrivateKey(), trustRootPaths: [cert])
+                    c.localAddress = sources[i % sources.count]
+                    c.connectTimeout = .seconds(60)
+                    if let connection = try? await DeviceConnection.connect(c) { mine.append(connection) }
+                    i += workers
+                }
+                return mine
+            }
+        }
+        var all: [DeviceConnection] = []
+        for await part in group { all += part }
+        return all
+    }
+    print("CONNECTED \(connected.count)")
+    fflush(stdout)
+    while readLine() != nil {}
+    for c in connected { await c.close() }
+
+default:
+    fatalError("unknown mode \(args[1])")
+}

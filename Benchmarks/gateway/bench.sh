@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Gateway benchmarks, side by side with nginx answering a static 200 (testing-tools.md §1).
+#
+#   Benchmarks/gateway/bench.sh [RUNS] [REQUESTS] [THREADS]
+#
+# 1. Durable acceptance: h2load -c 4 -m 64, POST of body.json (~330 bytes) with a valid JWT to
+#    /3/device/<token> of an offline device (every 200 is a committed SQLite row), RUNS runs
+#    alternating with nginx; prints req/s per run and the medians.
+# 2. End to end: the same load while a device is connected and acknowledges; the device side
+#    prints pushes/s and accept → receipt latency p50/p99.
+# Everything listens on 127.0.0.1 only; every process started here is stopped by its PID.
+set -euo pipefail
+RUNS="${1:-5}"
+N="${2:-200000}"
+THREADS="${3:-0}"
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+HERE="$ROOT/Benchmarks/gateway"
+WORK="${BENCH_WORK:-$ROOT/.bench-work}"
+rm -rf "$WORK"; mkdir -p "$WORK/nginx/logs" "$WORK/nginx/tmp"
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; [ -f "$WORK/nginx/nginx.pid" ] && kill -QUIT "$(cat "$WORK/nginx/nginx.pid")" 2>/dev/null || true; }
+trap cleanup EXIT
+
+echo "== build (release)"
+(cd "$ROOT" && swift build -c release --scratch-path "$ROOT/.build-bench" --product tidings 2>&1 | tail -1)
+(cd "$HERE" && swift build -c release --scratch-path "$ROOT/.build-bench-device" --product gateway-bench 2>&1 | tail -1)
+TIDINGS="$ROOT/.build-bench/release/tidings"
+DEVICE="$ROOT/.build-bench-device/release/gateway-bench"
+
+echo "== nginx on 127.0.0.1:18443"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$WORK/nginx/key.pem" -out "$WORK/nginx/cert.pem" \
+  -days 30 -subj /CN=localhost -addext "subjectAltName=IP:127.0.0.1,DNS:localhost" 2>/dev/null
+cat > "$WORK/nginx/nginx.conf" <<NGINX
+worker_processes 2;
+pid $WORK/nginx/nginx.pid;
+error_log $WORK/nginx/logs/error.log warn;
+events { worker_connections 1024; }
+http {
+    access_log off;
+    client_body_temp_path $WORK/nginx/tmp/body; proxy_temp_path $WORK/nginx/tmp/proxy; fastcgi_temp_path $WORK/nginx/tmp/fastcgi;
+    uwsgi_temp_path $WORK/nginx/tmp/uwsgi; scgi_temp_path $WORK/nginx/tmp/scgi;
+    http2_max_concurrent_streams 1000;
+    keepalive_requests 10000000;
+    server {
+        listen 127.0.0.1:18443 ssl http2;
+        ssl_certificate     $WORK/nginx/cert.pem;
+        ssl_certificate_key $WORK/nginx/key.pem;
+        ssl_protocols TLSv1.2 TLSv1.3;
+        location / { default_type application/json; add_header apns-id \$http_apns_id always; return 200 ""; }
+    }
+}
+NGINX
+nginx -c "$WORK/nginx/nginx.conf" -p "$WORK/nginx/"
+
+echo "== gateway on 127.0.0.1:12197"
+D="$WORK/gateway"
+"$TIDINGS" keys create --data-dir "$D" --team TEAM123456 --key-id BENCHKEY01 -o "$WORK/key.p8" >/dev/null
+"$TIDINGS" apps register com.example.bench --team TEAM123456 --storage-policy all --data-dir "$D" >/dev/null
+"$TIDINGS" gateway --data-dir "$D" --listen 127.0.0.1:12197 --device-listen 127.0.0.1:12196 --admin-listen 127.0.0.1:12198 \
+  --device-rate-limit 0 --threads "$THREADS" --log-level error > "$WORK/gateway.log" 2>&1 &
+GW=$!; PIDS+=("$GW")
+for _ in $(seq 100); do curl -s -o /dev/null http://127.0.0.1:12198/healthz && break; sleep 0.1; done
+CERT="$D/tls/gateway-cert.pem"
+JWT="$("$TIDINGS" keys token --key "$WORK/key.p8" --key-id BENCHKEY01 --team TEAM123456)"
+
+# A device registers for a token, then goes offline: benchmark 1 measures durable acceptance only.
+"$DEVICE" device 127.0.0.1 12196 "$CERT" com.example.bench 1 > "$WORK/device0.log" 2>&1 &
+DEV=$!; PIDS+=("$DEV")
+for _ in $(seq 100); do grep -q TOKEN "$WORK/device0.log" && break; sleep 0.1; done
+TOKEN="$(awk '/TOKEN/{print $2}' "$WORK/device0.log")"
+kill "$DEV"; wait "$DEV" 2>/dev/null || true
+
+H2="-n $N -c 4 -m 64 -d $HERE/body.json -H content-type:application/json -H apns-topic:com.example.bench -H apns-push-type:alert"
+run() { h2load $H2 "$@" 2>&1 | awk '/^finished in/{rps=$4} /^status codes:/{codes=$0} /^requests:/{req=$0} END{print rps, "|", req, "|", codes}'; }
+
+echo "== 1. durable acceptance vs nginx: h2load -n $N -c 4 -m 64, $(wc -c < "$HERE/body.json")-byte body, $RUNS runs each, alternating"
+: > "$WORK/gw.rps"; : > "$WORK/nginx.rps"
+for i in $(seq "$RUNS"); do
+  r=$(run -H "authorization: bearer $JWT" "https://127.0.0.1:12197/3/device/$TOKEN"); echo "gateway run $i: $r"; echo "$r" | awk '{print $1}' >> "$WORK/gw.rps"
+  r=$(run "https://127.0.0.1:18443/3/device/$TOKEN"); echo "nginx   run $i: $r"; echo "$r" | awk '{print $1}' >> "$WORK/nginx.rps"
+done
+median() { sort -n "$1" | awk '{a[NR]=$1} END{print (NR%2==1)? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+GWM=$(median "$WORK/gw.rps"); NGM=$(median "$WORK/nginx.rps")
+echo "median gateway $GWM req/s, nginx $NGM req/s, ratio $(awk -v a="$GWM" -v b="$NGM" 'BEGIN{printf "%.2f", a/b}')"
+echo "gateway RSS after benchmark 1: $(awk '/VmRSS/{print $2, $3}' /proc/$GW/status)"
+
+echo "== 2. end to end: a connected device acknowledging every push"
+"$DEVICE" device 127.0.0.1 12196 "$CERT" com.example.bench "$N" > "$WORK/device1.log" 2>&1 &
+DEV=$!; PIDS+=("$DEV")
+for _ in $(seq 100); do grep -q TOKEN "$WORK/device1.log" && break; sleep 0.1; done
+TOKEN2="$(awk '/TOKEN/{print $2}' "$WORK/device1.log")"
+r=$(run -H "authorization: bearer $JWT" "https://127.0.0.1:12197/3/device/$TOKEN2"); echo "gateway accept: $r"
+for _ in $(seq 600); do grep -q RECEIVED "$WORK/device1.log" && break; sleep 0.1; done
+grep RECEIVED "$WORK/device1.log" || { echo "device did not receive everything:"; cat "$WORK/device1.log"; }
+kill "$DEV" 2>/dev/null || true
+echo "machine: $(nproc) cores, $(awk '/MemTotal/{print $2/1024/1024 " GiB"}' /proc/meminfo), $(uname -r), $(swift --version 2>&1 | head -1)"
