@@ -28,7 +28,7 @@ struct GatewayCommand: AsyncParsableCommand {
                 print("tidings gateway: device channel on \(Self.describe(addresses.device))")
                 if let admin = addresses.admin { print("tidings gateway: admin (metrics, status) on http://\(Self.describe(admin))") }
                 if let cert = addresses.certificatePath { print("tidings gateway: self-signed certificate: \(cert)") }
-                fflush(stdout)  // a pipe (tests, supervisors) sees the addresses now
+                fflush(nil)  // a pipe (tests, supervisors) sees the addresses now
             }
             try await tasks.waitForAll()
         }

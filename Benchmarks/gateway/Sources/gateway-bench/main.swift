@@ -22,7 +22,7 @@ case "device":
     let connection = try await DeviceConnection.connect(DeviceClientConfiguration(host: host, port: port, deviceKey: P256.Signing.PrivateKey(), trustRootPaths: [cert]))
     let token = try await connection.requestToken(topic: topic, environment: .development)
     print("TOKEN \(token.hex)")
-    fflush(stdout)
+    fflush(nil)
     var latencies: [Int64] = []
     latencies.reserveCapacity(count)
     var first: Int64?
@@ -66,7 +66,7 @@ case "idle":
         return all
     }
     print("CONNECTED \(connected.count)")
-    fflush(stdout)
+    fflush(nil)
     while readLine() != nil {}
     for c in connected { await c.close() }
 
