@@ -197,7 +197,7 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
         if bodyBytes == 0 { return fail(streamID, head: head, error: APNsError(.payloadEmpty)) }
         if bodyBytes > head.maximumPayloadSize { return fail(streamID, head: head, error: APNsError(.payloadTooLarge)) }
         payload = body.map { Array($0.readableBytesView) } ?? []
-        if case .failure(let error) = ProviderRequestValidator.validate(body: payload, for: head) {
+        if let error = ProviderRequestValidator.check(body: payload, for: head) {
             return fail(streamID, head: head, error: error)
         }
 

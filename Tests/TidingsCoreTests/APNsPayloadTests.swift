@@ -125,4 +125,23 @@ struct APNsPayloadTests {
         let round = try JSONValue(parsing: Array(v.jsonText.utf8))
         #expect(round == v)
     }
+
+    @Test func scannerAgreesWithTheParser() {
+        let inputs = [
+            #"{"aps":{"alert":"x"}}"#, "{}", " {} ", "[]", "1", #""s""#, "{", #"{"a":}"#, #"{"a":1,}"#, #"{"a":01}"#,
+            #"{"a":"\u00e9\ud83d\ude00"}"#, #"{"a":"\ud800"}"#, #"{"a":"\x"}"#, #"{"a":1e5,"b":-0.5,"c":[true,false,null]}"#,
+            "{\"a\":\"\u{01}\"}", #"{"é":"ü😀"}"#, "\u{FEFF}{}", #"{"a":1} x"#, String(repeating: "[", count: 200),
+            "{\"a\":" + String(repeating: "[", count: 127) + String(repeating: "]", count: 127) + "}",
+        ]
+        for input in inputs {
+            let parsed: Bool = if case .object? = try? JSONValue(parsing: Array(input.utf8)) { true } else { false }
+            #expect(JSONValue.isObject(Array(input.utf8)) == parsed, "\(input)")
+        }
+        // Invalid UTF-8 inside a string: an overlong, a lone continuation byte, a surrogate.
+        for bad: [UInt8] in [[0xC0, 0xAF], [0x80], [0xED, 0xA0, 0x80], [0xF5, 0x80, 0x80, 0x80]] {
+            let doc = Array(#"{"a":""#.utf8) + bad + Array(#""}"#.utf8)
+            #expect(!JSONValue.isObject(doc))
+            #expect((try? JSONValue(parsing: doc)) == nil)
+        }
+    }
 }

@@ -320,3 +320,208 @@ struct JSONParser {
 extension JSONValue: ExpressibleByStringLiteral {
     public init(stringLiteral value: String) { self = .string(value) }
 }
+
+extension JSONValue {
+    /// Whether `bytes` is one complete JSON text whose top level is an object, checked
+    /// without building any value (the gateway's hot path: it stores the body as received).
+    /// Accepts exactly what `init(parsing:)` accepts.
+    public static func isObject(_ bytes: some Collection<UInt8>) -> Bool {
+        if let result = bytes.withContiguousStorageIfAvailable({ buffer in
+            var scanner = JSONScanner(bytes: buffer)
+            return scanner.scanObjectDocument()
+        }) { return result }
+        return Array(bytes).withUnsafeBufferPointer { buffer in
+            var scanner = JSONScanner(bytes: buffer)
+            return scanner.scanObjectDocument()
+        }
+    }
+}
+
+/// A validating JSON scanner over contiguous bytes (no allocation, depth-limited).
+struct JSONScanner {
+    let bytes: UnsafeBufferPointer<UInt8>
+    var index = 0
+    var depth = 0
+
+    init(bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
+
+    mutating func scanObjectDocument() -> Bool {
+        if bytes.count >= 3, bytes[0] == 0xEF, bytes[1] == 0xBB, bytes[2] == 0xBF { index = 3 }
+        skipWhitespace()
+        guard index < bytes.count, bytes[index] == UInt8(ascii: "{") else { return false }
+        guard scanValue() else { return false }
+        skipWhitespace()
+        return index == bytes.count
+    }
+
+    mutating func skipWhitespace() {
+        while index < bytes.count {
+            switch bytes[index] {
+            case 0x20, 0x09, 0x0A, 0x0D: index += 1
+            default: return
+            }
+        }
+    }
+
+    mutating func scanValue() -> Bool {
+        guard index < bytes.count else { return false }
+        switch bytes[index] {
+        case UInt8(ascii: "{"):
+            depth += 1
+            guard depth <= JSONValue.maximumDepth else { return false }
+            index += 1
+            skipWhitespace()
+            if index < bytes.count, bytes[index] == UInt8(ascii: "}") { index += 1; depth -= 1; return true }
+            while true {
+                skipWhitespace()
+                guard index < bytes.count, bytes[index] == UInt8(ascii: "\""), scanString() else { return false }
+                skipWhitespace()
+                guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { return false }
+                index += 1
+                skipWhitespace()
+                guard scanValue() else { return false }
+                skipWhitespace()
+                guard index < bytes.count else { return false }
+                if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
+                if bytes[index] == UInt8(ascii: "}") { index += 1; depth -= 1; return true }
+                return false
+            }
+        case UInt8(ascii: "["):
+            depth += 1
+            guard depth <= JSONValue.maximumDepth else { return false }
+            index += 1
+            skipWhitespace()
+            if index < bytes.count, bytes[index] == UInt8(ascii: "]") { index += 1; depth -= 1; return true }
+            while true {
+                skipWhitespace()
+                guard scanValue() else { return false }
+                skipWhitespace()
+                guard index < bytes.count else { return false }
+                if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
+                if bytes[index] == UInt8(ascii: "]") { index += 1; depth -= 1; return true }
+                return false
+            }
+        case UInt8(ascii: "\""): return scanString()
+        case UInt8(ascii: "t"): return literal("true")
+        case UInt8(ascii: "f"): return literal("false")
+        case UInt8(ascii: "n"): return literal("null")
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return scanNumber()
+        default: return false
+        }
+    }
+
+    mutating func literal(_ text: StaticString) -> Bool {
+        let count = text.utf8CodeUnitCount
+        guard index + count <= bytes.count else { return false }
+        let lit = UnsafeBufferPointer(start: text.utf8Start, count: count)
+        for i in 0..<count where bytes[index + i] != lit[i] { return false }
+        index += count
+        return true
+    }
+
+    func isDigit(_ b: UInt8) -> Bool { b >= UInt8(ascii: "0") && b <= UInt8(ascii: "9") }
+
+    mutating func scanNumber() -> Bool {
+        if bytes[index] == UInt8(ascii: "-") { index += 1 }
+        guard index < bytes.count else { return false }
+        if bytes[index] == UInt8(ascii: "0") {
+            index += 1
+        } else if isDigit(bytes[index]) {
+            while index < bytes.count, isDigit(bytes[index]) { index += 1 }
+        } else {
+            return false
+        }
+        if index < bytes.count, bytes[index] == UInt8(ascii: ".") {
+            index += 1
+            let start = index
+            while index < bytes.count, isDigit(bytes[index]) { index += 1 }
+            guard index > start else { return false }
+        }
+        if index < bytes.count, bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E") {
+            index += 1
+            if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") { index += 1 }
+            let start = index
+            while index < bytes.count, isDigit(bytes[index]) { index += 1 }
+            guard index > start else { return false }
+        }
+        return true
+    }
+
+    func hexValue(_ b: UInt8) -> UInt32? {
+        switch b {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): UInt32(b - UInt8(ascii: "0"))
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): UInt32(b - UInt8(ascii: "a") + 10)
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): UInt32(b - UInt8(ascii: "A") + 10)
+        default: nil
+        }
+    }
+
+    mutating func hex4() -> UInt32? {
+        guard index + 4 <= bytes.count else { return nil }
+        var v: UInt32 = 0
+        for _ in 0..<4 {
+            guard let d = hexValue(bytes[index]) else { return nil }
+            v = v << 4 | d
+            index += 1
+        }
+        return v
+    }
+
+    /// A string, with escapes and UTF-8 validated as `init(parsing:)` does.
+    mutating func scanString() -> Bool {
+        index += 1
+        while index < bytes.count {
+            let b = bytes[index]
+            switch b {
+            case UInt8(ascii: "\""):
+                index += 1
+                return true
+            case UInt8(ascii: "\\"):
+                index += 1
+                guard index < bytes.count else { return false }
+                let e = bytes[index]
+                index += 1
+                switch e {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"), UInt8(ascii: "b"), UInt8(ascii: "f"),
+                     UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
+                    continue
+                case UInt8(ascii: "u"):
+                    guard let scalar = hex4() else { return false }
+                    if scalar >= 0xD800 && scalar < 0xDC00 {
+                        guard index + 1 < bytes.count, bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u") else { return false }
+                        index += 2
+                        guard let low = hex4(), low >= 0xDC00 && low < 0xE000 else { return false }
+                    } else if scalar >= 0xDC00 && scalar < 0xE000 {
+                        return false
+                    }
+                default:
+                    return false
+                }
+            case 0x00..<0x20:
+                return false
+            case 0x20..<0x80:
+                index += 1
+            default:
+                // A UTF-8 sequence: lead byte, continuation bytes, no overlongs or surrogates.
+                let length: Int
+                var scalar: UInt32
+                switch b {
+                case 0xC2...0xDF: length = 2; scalar = UInt32(b & 0x1F)
+                case 0xE0...0xEF: length = 3; scalar = UInt32(b & 0x0F)
+                case 0xF0...0xF4: length = 4; scalar = UInt32(b & 0x07)
+                default: return false
+                }
+                guard index + length <= bytes.count else { return false }
+                for i in 1..<length {
+                    let c = bytes[index + i]
+                    guard c & 0xC0 == 0x80 else { return false }
+                    scalar = scalar << 6 | UInt32(c & 0x3F)
+                }
+                if length == 3 && (scalar < 0x800 || (scalar >= 0xD800 && scalar < 0xE000)) { return false }
+                if length == 4 && (scalar < 0x10000 || scalar > 0x10FFFF) { return false }
+                index += length
+            }
+        }
+        return false
+    }
+}

@@ -130,6 +130,14 @@ public enum ProviderRequestValidator {
             authorization: authorization))
     }
 
+    /// The gateway's check of a complete body: the same rules as `validate(body:for:)`,
+    /// without building the payload (the body is stored and forwarded as received).
+    public static func check(body: some Collection<UInt8>, for head: ProviderRequestHead) -> APNsError? {
+        if body.isEmpty { return APNsError(.payloadEmpty) }
+        if body.count > head.maximumPayloadSize { return APNsError(.payloadTooLarge) }
+        return JSONValue.isObject(body) ? nil : APNsError(.badRequestPayload)
+    }
+
     /// Checks a complete body against the head: empty → `PayloadEmpty`, over the push type's
     /// limit → `PayloadTooLarge`, not a JSON object → `BadRequestPayload`.
     public static func validate(body: some Collection<UInt8>, for head: ProviderRequestHead) -> Result<APNsPayload, APNsError> {
