@@ -41,11 +41,18 @@ final class GatewayCore: Sendable {
 
     /// The stored expiry of a push accepted at `now`.
     func expiresAt(_ expiration: Expiration?, now: EpochMilliseconds) -> EpochMilliseconds {
-        let limit = now + EpochMilliseconds(configuration.maximumStorageDuration.components.seconds * 1000)
-        guard let expiration else { return limit }
-        if expiration.isImmediate { return now }
-        let (ms, overflow) = expiration.epochSeconds.multipliedReportingOverflow(by: 1000)
-        if overflow { return expiration.epochSeconds > 0 ? limit : now }
-        return max(now, min(ms, limit))
+        TidingsGateway.expiresAt(expiration, now: now,
+                                 limit: EpochMilliseconds(configuration.maximumStorageDuration.components.seconds * 1000))
     }
+}
+
+/// When a push accepted at `now` stops being deliverable: the header's time, at most `limit`
+/// after `now`; `0` or a past time means now (deliver once, never store); no header means `limit`.
+func expiresAt(_ expiration: Expiration?, now: EpochMilliseconds, limit: EpochMilliseconds) -> EpochMilliseconds {
+    let latest = now + limit
+    guard let expiration else { return latest }
+    if expiration.isImmediate { return now }
+    let (ms, overflow) = expiration.epochSeconds.multipliedReportingOverflow(by: 1000)
+    if overflow { return expiration.epochSeconds > 0 ? latest : now }
+    return max(now, min(ms, latest))
 }
