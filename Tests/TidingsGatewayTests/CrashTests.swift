@@ -170,7 +170,7 @@ struct CrashTests {
             _ = await reader.value
         }
         let acceptedIDs = accepted.ids
-        #expect(acceptedIDs.count > 100, "the load generator got pushes accepted between kills")
+        #expect(acceptedIDs.count >= 20, "the load generator got pushes accepted between kills")
         let missing = acceptedIDs.subtracting(log.shown)
         #expect(missing.isEmpty, "\(missing.count) of \(acceptedIDs.count) accepted pushes were never delivered")
         print("crash test: \(acceptedIDs.count) pushes accepted across \(kills) kill -9, \(log.received) deliveries, \(log.shown.count) shown once each")
