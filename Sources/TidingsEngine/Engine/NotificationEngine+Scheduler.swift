@@ -65,12 +65,17 @@ extension NotificationEngine {
     }
 
     func park() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            if poked || Task.isCancelled {
-                continuation.resume()
-            } else {
-                wake = continuation
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                if poked || Task.isCancelled {
+                    continuation.resume()
+                } else {
+                    wake = continuation
+                }
             }
+        } onCancel: {
+            // Registration and this wake-up both run on the actor, in either order.
+            Task { await self.unpark() }
         }
     }
 
