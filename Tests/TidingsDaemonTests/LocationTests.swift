@@ -51,6 +51,7 @@ struct LocationTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let nmea = directory.appendingPathComponent("walk.nmea")
         // 48.1000 → 48.1190 N in 20 steps of ~111 m; the region is 150 m around 48.1150 N.
+        // gpsfake replays the walk in a loop until killed, so a slow start only delays the entry.
         try Data(Self.track(from: 48.1, step: 0.001, epochs: 20).utf8).write(to: nmea)
         let port = Int.random(in: 30_000..<40_000)
 
@@ -65,7 +66,7 @@ struct LocationTests {
 
         let fake = Process()
         fake.executableURL = URL(fileURLWithPath: "/usr/bin/timeout")
-        fake.arguments = ["-s", "KILL", "60", gpsfake, "-1", "-c", "0.05", "-P", "\(port)", nmea.path]
+        fake.arguments = ["-s", "KILL", "90", gpsfake, "-c", "0.05", "-P", "\(port)", nmea.path]
         fake.standardOutput = FileHandle.nullDevice
         fake.standardError = FileHandle.nullDevice
         try fake.run()
