@@ -24,27 +24,8 @@ public struct AppManifest: Sendable, Hashable, Codable {
         public var executable: String
         public var attributes: [String: PropertyListValue]?
 
-        enum CodingKeys: String, CodingKey { case bundleIdentifier, point, executable, attributes }
-
-        public init(from decoder: any Decoder) throws {
-            let c = try decoder.container(keyedBy: CodingKeys.self)
-            bundleIdentifier = try c.decode(String.self, forKey: .bundleIdentifier)
-            point = try c.decode(String.self, forKey: .point)
-            executable = try c.decode(String.self, forKey: .executable)
-            if let raw = try c.decodeIfPresent(JSONValue.self, forKey: .attributes) {
-                guard case .object(let object) = raw else {
-                    throw DecodingError.dataCorruptedError(forKey: .attributes, in: c, debugDescription: "attributes must be an object")
-                }
-                attributes = object.compactMapValues(\.propertyList)
-            }
-        }
-
-        public func encode(to encoder: any Encoder) throws {
-            var c = encoder.container(keyedBy: CodingKeys.self)
-            try c.encode(bundleIdentifier, forKey: .bundleIdentifier)
-            try c.encode(point, forKey: .point)
-            try c.encode(executable, forKey: .executable)
-        }
+        /// Read from the raw JSON (any property-list value), not by `Codable`.
+        enum CodingKeys: String, CodingKey { case bundleIdentifier, point, executable }
     }
 
     public var bundleIdentifier: String
@@ -63,11 +44,19 @@ public struct AppManifest: Sendable, Hashable, Codable {
         } catch {
             throw ManifestError("cannot read the manifest \(url.path): \(error.localizedDescription)")
         }
-        let manifest: AppManifest
+        var manifest: AppManifest
         do {
             manifest = try JSONDecoder().decode(AppManifest.self, from: data)
         } catch {
             throw ManifestError("\(url.path) is not a valid manifest: \(describe(error))")
+        }
+        // Extension attributes are free-form: take them from the parsed JSON.
+        if let raw = try? JSONValue(parsing: data), let extensions = raw["extensions"]?.arrayValue {
+            for (index, ext) in extensions.enumerated() where index < manifest.extensions?.count ?? 0 {
+                if case .dictionary(let attributes)? = ext["attributes"]?.propertyListValue {
+                    manifest.extensions?[index].attributes = attributes
+                }
+            }
         }
         return try manifest.record(directory: url.deletingLastPathComponent().path, now: now)
     }
@@ -133,31 +122,4 @@ public struct AppManifest: Sendable, Hashable, Codable {
 public struct ManifestError: Error, Sendable, CustomStringConvertible {
     public var description: String
     public init(_ description: String) { self.description = description }
-}
-
-/// Plain JSON, for manifest attributes.
-enum JSONValue: Decodable {
-    case string(String), number(Double), bool(Bool), null
-    case array([JSONValue]), object([String: JSONValue])
-
-    init(from decoder: any Decoder) throws {
-        let c = try decoder.singleValueContainer()
-        if c.decodeNil() { self = .null }
-        else if let b = try? c.decode(Bool.self) { self = .bool(b) }
-        else if let n = try? c.decode(Double.self) { self = .number(n) }
-        else if let s = try? c.decode(String.self) { self = .string(s) }
-        else if let a = try? c.decode([JSONValue].self) { self = .array(a) }
-        else { self = .object(try c.decode([String: JSONValue].self)) }
-    }
-
-    var propertyList: PropertyListValue? {
-        switch self {
-        case .string(let s): .string(s)
-        case .number(let n): n == n.rounded() && abs(n) < 1e15 ? .integer(Int64(n)) : .double(n)
-        case .bool(let b): .bool(b)
-        case .null: nil
-        case .array(let a): .array(a.compactMap(\.propertyList))
-        case .object(let o): .dictionary(o.compactMapValues(\.propertyList))
-        }
-    }
 }
