@@ -153,8 +153,8 @@ struct Seed000Tests {
     }
 
     @Test func downloadedImageBecomesAnAttachment() async throws {
-        let dir = try TemporaryDirectory()
-        let image = try dir.write("hover-fly.png", TemporaryDirectory.png)
+        let server = try OneShotHTTPServer(body: TemporaryDirectory.png, contentType: "image/png")
+        let image = server.url("hover-fly.png")
         let content = UNMutableNotificationContent()
         content.title = "Image Notification"
         content.userInfo = ["image": image.absoluteString]

@@ -16,11 +16,12 @@ struct SeedBehaviourTests {
     func withDemoApp(_ body: (NotificationTestSystem) async throws -> Void) async throws {
         let system = try await NotificationTestSystem.start()
         let center = try await system.center(for: Self.bundle)
-        SeedClock.current = SeedClock()
         do {
-            try await UNUserNotificationCenter.$testingCurrent.withValue(center) {
-                #expect(try await center.requestAuthorization(options: [.alert, .sound, .badge]))
-                try await body(system)
+            try await SeedClockContext.$clock.withValue(SeedClock()) {
+                try await UNUserNotificationCenter.$testingCurrent.withValue(center) {
+                    #expect(try await center.requestAuthorization(options: [.alert, .sound, .badge]))
+                    try await body(system)
+                }
             }
         } catch {
             await system.shutdown()
@@ -109,9 +110,7 @@ struct SeedBehaviourTests {
         try await withDemoApp { system in
             let appDelegate = AppDelegate()
             _ = appDelegate.application(didFinishLaunchingWithOptions: nil)
-            // The engine treats the app as foreground once its delegate is set.
-            let probe = UNNotificationRequest(identifier: "probe", content: UNMutableNotificationContent(), trigger: UNTimeIntervalNotificationTrigger(timeInterval: 3600, repeats: false))
-            try await UNUserNotificationCenter.current().add(probe)
+            // The app is active and has a delegate: the engine asks it how to present.
             seed000_timeIntervalNotification()
             #expect(await eventually { await pending(system).contains("com.onevcat.usernotification.myFirstNotification") })
             await system.advance(by: 5)
@@ -136,9 +135,8 @@ struct SeedBehaviourTests {
         try await withDemoApp { system in
             seed000_registerNotificationCategory()
             #expect(await eventually { ((try? await system.engine.categories(Self.bundle)) ?? []).map(\.identifier) == ["saySomethingCategory"] })
-            let handler = ObservedActionableHandler()
-            UNUserNotificationCenter.current().delegate = handler
-
+            // Delivered while the app has no delegate, so the person's settings present them
+            // (a foreground delegate without willPresent would present nothing, as on iOS).
             for id in ["say1", "say2", "say3"] {
                 let content = UNMutableNotificationContent()
                 content.title = "Say something"
@@ -147,6 +145,8 @@ struct SeedBehaviourTests {
             }
             await system.settle()
             #expect(await eventually { await delivered(system).count == 3 })
+            let handler = ObservedActionableHandler()
+            UNUserNotificationCenter.current().delegate = handler
 
             try await system.engine.respond(bundle: Self.bundle, identifier: "say1", actionIdentifier: "action.input", userText: "你好")
             try await system.engine.respond(bundle: Self.bundle, identifier: "say2", actionIdentifier: "action.goodbye")

@@ -4,6 +4,7 @@
 // Seed003Examples.swift, verbatim except for UIKit lines, each removal marked.
 
 import Crypto
+import Testing
 import Foundation
 import Synchronization
 import TidingsCore
@@ -12,16 +13,25 @@ import TidingsCore
 // MARK: - Helpers from the seeds' demo project
 
 /// The demo's `delay(_:_:)` is `DispatchQueue.main.asyncAfter`. In tests, time is driven
-/// by hand: the closure is queued and runs when the test calls `SeedClock.current.advance()`,
-/// inside the test's task (so `UNUserNotificationCenter.current()` is the test's center).
-/// The seed tests run on the main actor, one at a time.
+/// by hand: the closure is queued on the test's clock and runs when the test calls
+/// `SeedClock.current.advance()`, inside the test's task (so
+/// `UNUserNotificationCenter.current()` is the test's center).
 @MainActor func delay(_ seconds: Double, _ work: @escaping () -> Void) {
-    SeedClock.current.schedule(seconds, work)
+    guard let clock = SeedClockContext.clock else {
+        Issue.record("delay(\(seconds)) outside withSeedCenter")
+        return
+    }
+    clock.schedule(seconds, work)
+}
+
+/// The clock of the running test (a task-local, so parallel tests do not share one).
+enum SeedClockContext {
+    @TaskLocal static var clock: SeedClock?
 }
 
 /// A hand-driven clock for `delay`.
 @MainActor final class SeedClock {
-    static var current = SeedClock()
+    static var current: SeedClock { SeedClockContext.clock! }
     private var queued: [(seconds: Double, work: () -> Void)] = []
     private(set) var elapsed: Double = 0
 
@@ -123,13 +133,15 @@ final class RecordingDaemon: NotificationServiceTransport {
 
     func emit(_ event: DaemonEvent) { continuation.yield(event) }
 
-    /// Waits until `count` requests matching `predicate` were recorded.
+    /// Waits until `count` requests matching `predicate` were recorded (polling; gives up
+    /// when the test is cancelled, e.g. by its time limit, and returns what there is).
     func waitFor(_ count: Int = 1, _ predicate: @escaping @Sendable (AppRequest) -> Bool) async -> [AppRequest] {
-        while true {
+        while !Task.isCancelled {
             let matching = requests.filter(predicate)
             if matching.count >= count { return matching }
-            await Task.yield()
+            try? await Task.sleep(for: .milliseconds(1))
         }
+        return requests.filter(predicate)
     }
 
     /// The identifiers of the requests added so far, in order.
@@ -141,10 +153,11 @@ final class RecordingDaemon: NotificationServiceTransport {
 /// Runs `body` with `UNUserNotificationCenter.current()` bound to a center over `daemon`
 /// and a fresh clock for `delay`.
 @MainActor func withSeedCenter<R>(_ daemon: RecordingDaemon, _ body: () async throws -> R) async rethrows -> R {
-    SeedClock.current = SeedClock()
     let center = UNUserNotificationCenter(transport: daemon)
-    return try await UNUserNotificationCenter.$testingCurrent.withValue(center) {
-        try await body()
+    return try await SeedClockContext.$clock.withValue(SeedClock()) {
+        try await UNUserNotificationCenter.$testingCurrent.withValue(center) {
+            try await body()
+        }
     }
 }
 
@@ -165,4 +178,58 @@ final class TemporaryDirectory {
 
     static let png: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A, 0, 0, 0, 13, 0x49, 0x48, 0x44, 0x52, 0, 0, 0, 1, 0, 0, 0, 1, 8, 6, 0, 0, 0]
     static let jpeg: [UInt8] = [0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x10, 0x4A, 0x46, 0x49, 0x46, 0, 1, 1, 0, 0, 1, 0, 1, 0, 0, 0xFF, 0xD9]
+}
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Serves one HTTP response on 127.0.0.1 (an ephemeral port), so the seed's
+/// `downloadAndSave` runs its real `URLSession` download without the network.
+final class OneShotHTTPServer {
+    let port: UInt16
+    private let listener: Int32
+
+    init(body: [UInt8], contentType: String) throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw POSIXError(.EIO) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = 0
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0, listen(fd, 1) == 0 else { close(fd); throw POSIXError(.EADDRINUSE) }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        port = UInt16(bigEndian: address.sin_port)
+        listener = fd
+        let header = Array("HTTP/1.1 200 OK\r\nContent-Type: \(contentType)\r\nContent-Length: \(body.count)\r\nConnection: close\r\n\r\n".utf8)
+        let thread = Thread {
+            let client = accept(fd, nil, nil)
+            guard client >= 0 else { return }
+            var request: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while !request.ends(with: Array("\r\n\r\n".utf8)) {
+                let n = recv(client, &buffer, buffer.count, 0)
+                if n <= 0 { break }
+                request += buffer[0..<n]
+            }
+            let response = header + body
+            _ = response.withUnsafeBytes { send(client, $0.baseAddress, $0.count, 0) }
+            close(client)
+        }
+        thread.start()
+    }
+
+    deinit { close(listener) }
+
+    func url(_ path: String) -> URL { URL(string: "http://127.0.0.1:\(port)/\(path)")! }
+}
+
+private extension Array where Element == UInt8 {
+    func ends(with suffix: [UInt8]) -> Bool { count >= suffix.count && Array(self[(count - suffix.count)...]) == suffix }
 }
