@@ -28,13 +28,13 @@ extension UNNotificationContent.Storage {
 }
 
 extension UNNotificationContent {
-    convenience init(value: NotificationContentValue) {
+    @_spi(Tidings) public convenience init(value: NotificationContentValue) {
         self.init(storage: Storage(value: value))
     }
 
     /// The content as a value. Throws `invalidRequest` for a `userInfo` that is no property
     /// list and `badgeInputInvalid` for a negative badge.
-    func value() throws(UNError) -> NotificationContentValue {
+    @_spi(Tidings) public func value() throws(UNError) -> NotificationContentValue {
         var value = NotificationContentValue()
         let s = storage
         value.title = s.title
@@ -90,7 +90,7 @@ extension UNNotificationContent {
 
 extension UNNotificationTrigger {
     /// The trigger for a value.
-    static func make(_ value: TriggerValue) -> UNNotificationTrigger {
+    @_spi(Tidings) public static func make(_ value: TriggerValue) -> UNNotificationTrigger {
         switch value {
         case .timeInterval(let seconds, let repeats):
             UNTimeIntervalNotificationTrigger(timeInterval: seconds, repeats: repeats)
@@ -105,7 +105,7 @@ extension UNNotificationTrigger {
 }
 
 extension UNNotificationRequest {
-    convenience init(value: NotificationRequestValue) {
+    @_spi(Tidings) public convenience init(value: NotificationRequestValue) {
         self.init(
             identifier: value.identifier,
             immutableContent: UNNotificationContent(value: value.content),
@@ -114,14 +114,14 @@ extension UNNotificationRequest {
     }
 
     /// The request as a value; validates the trigger and the content.
-    func value() throws(UNError) -> NotificationRequestValue {
+    @_spi(Tidings) public func value() throws(UNError) -> NotificationRequestValue {
         let trigger = try trigger?.value()
         return NotificationRequestValue(identifier: identifier, content: try content.value(), trigger: trigger)
     }
 }
 
 extension UNNotification {
-    convenience init(value: DeliveredNotificationValue) {
+    @_spi(Tidings) public convenience init(value: DeliveredNotificationValue) {
         self.init(request: UNNotificationRequest(value: value.request), date: value.date)
     }
 }
@@ -129,7 +129,7 @@ extension UNNotification {
 extension UNNotificationResponse {
     /// A `UNTextInputNotificationResponse` when the person typed text, so
     /// `response as! UNTextInputNotificationResponse` works for text-input actions.
-    static func make(_ value: ResponseValue) -> UNNotificationResponse {
+    @_spi(Tidings) public static func make(_ value: ResponseValue) -> UNNotificationResponse {
         let notification = UNNotification(value: value.notification)
         if let text = value.userText {
             return UNTextInputNotificationResponse(notification: notification, actionIdentifier: value.actionIdentifier, userText: text)
@@ -159,7 +159,7 @@ extension UNNotificationAction {
 }
 
 extension UNNotificationCategory {
-    var value: CategoryValue {
+    @_spi(Tidings) public var value: CategoryValue {
         CategoryValue(
             identifier: identifier,
             actions: actions.map(\.value),
@@ -170,7 +170,7 @@ extension UNNotificationCategory {
         )
     }
 
-    convenience init(value: CategoryValue) {
+    @_spi(Tidings) public convenience init(value: CategoryValue) {
         self.init(
             identifier: value.identifier,
             actions: value.actions.map(UNNotificationAction.make),

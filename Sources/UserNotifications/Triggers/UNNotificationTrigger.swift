@@ -14,7 +14,7 @@ open class UNNotificationTrigger: NSObject, NSCopying, NSSecureCoding {
 
     /// The trigger as a value. Subclasses validate here (an invalid trigger makes `add`
     /// fail instead of crashing the app, as Apple does).
-    func value() throws(UNError) -> TriggerValue {
+    @_spi(Tidings) public func value() throws(UNError) -> TriggerValue {
         throw UNError(.invalidTrigger, "\(Swift.type(of: self)) is not a trigger Tidings can schedule; use UNTimeIntervalNotificationTrigger, UNCalendarNotificationTrigger or UNLocationNotificationTrigger.")
     }
 
@@ -54,7 +54,7 @@ open class UNPushNotificationTrigger: UNNotificationTrigger {
 
     public required init?(coder: NSCoder) { super.init(coder: coder) }
 
-    override func value() throws(UNError) -> TriggerValue { .push }
+    @_spi(Tidings) public override func value() throws(UNError) -> TriggerValue { .push }
 
     open override var description: String { "<UNPushNotificationTrigger: repeats: NO>" }
 }
@@ -100,7 +100,7 @@ open class UNTimeIntervalNotificationTrigger: UNNotificationTrigger {
         invalidReason == nil ? date.addingTimeInterval(timeInterval) : nil
     }
 
-    override func value() throws(UNError) -> TriggerValue {
+    @_spi(Tidings) public override func value() throws(UNError) -> TriggerValue {
         if let reason = invalidReason {
             throw UNError(.invalidTrigger, "UNTimeIntervalNotificationTrigger: \(reason).")
         }
@@ -141,7 +141,7 @@ open class UNCalendarNotificationTrigger: UNNotificationTrigger {
         CalendarMatching.nextDate(after: date, matching: dateComponents, defaultTimeZone: timeZone)
     }
 
-    override func value() throws(UNError) -> TriggerValue {
+    @_spi(Tidings) public override func value() throws(UNError) -> TriggerValue {
         guard CalendarMatching.isPlausible(dateComponents) else {
             throw UNError(.invalidTrigger, "UNCalendarNotificationTrigger: the date components \(Self.describe(dateComponents)) contain a value out of range.")
         }
@@ -187,7 +187,7 @@ open class UNLocationNotificationTrigger: UNNotificationTrigger {
         super.init(coder: coder)
     }
 
-    override func value() throws(UNError) -> TriggerValue {
+    @_spi(Tidings) public override func value() throws(UNError) -> TriggerValue {
         guard let circle = storedRegion as? CLCircularRegion else {
             throw UNError(.invalidTrigger, "UNLocationNotificationTrigger needs a CLCircularRegion (center, radius, identifier); a plain CLRegion has no geometry.")
         }
