@@ -10,9 +10,9 @@ set -euo pipefail
 N="${1:-100000}"
 SOURCES="${2:-127.0.0.2,127.0.0.3,127.0.0.4,127.0.0.5,127.0.0.6}"
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
-WORK="${BENCH_WORK:-$ROOT/.bench-work}/idle"
+WORK="${BENCH_WORK:-$ROOT/.build-bench-work}/idle"
 TIDINGS="${TIDINGS:-$ROOT/.build-bench/release/tidings}"
-DEVICE="${DEVICE:-$ROOT/.build-bench-device/release/gateway-bench}"
+DEVICE="${DEVICE:-$ROOT/.build-bench/release/gateway-bench}"
 rm -rf "$WORK"; mkdir -p "$WORK"
 ulimit -n 1048576
 PIDS=()

@@ -15,7 +15,7 @@ N="${2:-200000}"
 THREADS="${3:-0}"
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 HERE="$ROOT/Benchmarks/gateway"
-WORK="${BENCH_WORK:-$ROOT/.bench-work}"
+WORK="${BENCH_WORK:-$ROOT/.build-bench-work}"
 rm -rf "$WORK"; mkdir -p "$WORK/nginx/logs" "$WORK/nginx/tmp"
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; [ -f "$WORK/nginx/nginx.pid" ] && kill -QUIT "$(cat "$WORK/nginx/nginx.pid")" 2>/dev/null || true; }
@@ -23,9 +23,9 @@ trap cleanup EXIT
 
 echo "== build (release)"
 (cd "$ROOT" && swift build -c release --scratch-path "$ROOT/.build-bench" --product tidings 2>&1 | tail -1)
-(cd "$HERE" && swift build -c release --scratch-path "$ROOT/.build-bench-device" --product gateway-bench 2>&1 | tail -1)
+(cd "$HERE" && swift build -c release --scratch-path "$ROOT/.build-bench" --product gateway-bench 2>&1 | tail -1)
 TIDINGS="$ROOT/.build-bench/release/tidings"
-DEVICE="$ROOT/.build-bench-device/release/gateway-bench"
+DEVICE="$ROOT/.build-bench/release/gateway-bench"
 
 echo "== nginx on 127.0.0.1:18443"
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$WORK/nginx/key.pem" -out "$WORK/nginx/cert.pem" \
