@@ -37,17 +37,18 @@ final class AdminHandler: ChannelInboundHandler {
             let apnsID = String(path.dropFirst("/status/".count)).removingPercentEncoding ?? ""
             let store = core.store
             let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
-            core.blocking(on: context.eventLoop) { try store.status(apnsID: apnsID) }.whenComplete { [self] result in
+            let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+            core.blocking(on: context.eventLoop) { try store.status(apnsID: apnsID) }.whenComplete { result in
                 switch result {
                 case .success(let statuses) where statuses.isEmpty:
-                    respond(bound.value, head, status: .notFound, body: #"{"error":"no push with this apns-id"}"#)
+                    handler.value.respond(bound.value, head, status: .notFound, body: #"{"error":"no push with this apns-id"}"#)
                 case .success(let statuses):
                     let encoder = JSONEncoder()
                     encoder.outputFormatting = [.sortedKeys]
                     let json = (try? encoder.encode(statuses)).map { String(decoding: $0, as: UTF8.self) } ?? "[]"
-                    respond(bound.value, head, status: .ok, body: json)
+                    handler.value.respond(bound.value, head, status: .ok, body: json)
                 case .failure(let error):
-                    respond(bound.value, head, status: .internalServerError, body: #"{"error":"\#(error)"}"#)
+                    handler.value.respond(bound.value, head, status: .internalServerError, body: #"{"error":"\#(error)"}"#)
                 }
             }
             return
@@ -64,8 +65,9 @@ final class AdminHandler: ChannelInboundHandler {
         context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: status, headers: headers))), promise: nil)
         context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(string: body)))), promise: nil)
         let keepAlive = head.isKeepAlive
+        let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
         context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in
-            if !keepAlive { context.close(promise: nil) }
+            if !keepAlive { bound.value.close(promise: nil) }
         }
     }
 }

@@ -34,11 +34,18 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
         state = .awaitingHello(nonce: nonce)
         send(.challenge(nonce: nonce), context: context)
         let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
-        handshakeTimeout = context.eventLoop.scheduleTask(in: core.configuration.deviceHandshakeTimeout) { [self] in
-            if case .awaitingHello = self.state { self.fail("handshake timeout", context: bound.value) }
-            if case .verifying = self.state { self.fail("handshake timeout", context: bound.value) }
+        let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+        handshakeTimeout = context.eventLoop.scheduleTask(in: core.configuration.deviceHandshakeTimeout) {
+            handler.value.handshakeTimedOut(context: bound.value)
         }
         context.fireChannelActive()
+    }
+
+    private func handshakeTimedOut(context: ChannelHandlerContext) {
+        switch state {
+        case .awaitingHello, .verifying: fail("handshake timeout", context: context)
+        default: break
+        }
     }
 
     func channelInactive(context: ChannelHandlerContext) {
@@ -93,8 +100,16 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
         let record = GatewayDeviceRecord(deviceID: deviceID, publicKey: key.x963Representation, createdAt: core.clock.nowMilliseconds())
         let store = core.store
         let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
-        core.blocking(on: context.eventLoop) { try store.registerDevice(record) }.whenComplete { [self] result in
-            let context = bound.value
+        let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+        core.blocking(on: context.eventLoop) { try store.registerDevice(record) }.whenComplete { result in
+            handler.value.registered(result, deviceID: deviceID, context: bound.value)
+        }
+    }
+
+    private func registered(_ result: Result<Void, any Error>, deviceID: String, context: ChannelHandlerContext) {
+            let store = core.store
+            let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+            let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
             guard case .verifying = state else { return }
             if case .failure(let error) = result {
                 fail("cannot register the device: \(error)", reason: "InternalServerError", context: context)
@@ -107,13 +122,13 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
             send(.welcome(deviceID: deviceID), context: context)
             logger.debug("device connected")
             let now = core.clock.nowMilliseconds()
-            core.blocking(on: context.eventLoop) { try store.pendingPushes(deviceID: deviceID, now: now) }.whenComplete { [self] result in
+            core.blocking(on: context.eventLoop) { try store.pendingPushes(deviceID: deviceID, now: now) }.whenComplete { result in
                 switch result {
                 case .success(let backlog): session.backlogLoaded(backlog)
-                case .failure(let error): fail("cannot load stored pushes: \(error)", reason: "InternalServerError", context: bound.value)
+                case .failure(let error):
+                    handler.value.fail("cannot load stored pushes: \(error)", reason: "InternalServerError", context: bound.value)
                 }
             }
-        }
     }
 
     private func handle(_ message: DeviceMessage, session: DeviceSession, context: ChannelHandlerContext) {
@@ -121,6 +136,7 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
         let directory = core.directory
         let deviceID = session.deviceID
         let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
         switch message {
         case .ack(let sequence):
             if session.acknowledged(sequence) {
@@ -142,33 +158,33 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
                                                environment: environment, createdAt: now)
                 try store.addToken(record)
                 return record
-            }.whenComplete { [self] result in
+            }.whenComplete { result in
                 switch result {
                 case .success(let record):
                     directory.remember(token: record)
-                    send(.token(requestID: requestID, token: record.token), context: bound.value)
+                    handler.value.send(.token(requestID: requestID, token: record.token), context: bound.value)
                 case .failure(let error):
-                    send(.error(requestID: requestID, reason: APNsReason.internalServerError.rawValue, message: "\(error)"), context: bound.value)
+                    handler.value.send(.error(requestID: requestID, reason: APNsReason.internalServerError.rawValue, message: "\(error)"), context: bound.value)
                 }
             }
         case .removeApp(let requestID, let topic):
             let now = core.clock.nowMilliseconds()
             core.blocking(on: context.eventLoop) { try store.unregisterTokens(deviceID: deviceID, bundleID: topic, at: now) }
-                .whenComplete { [self] result in
+                .whenComplete { result in
                     switch result {
                     case .success(let killed):
                         for record in killed { directory.remember(token: record) }
-                        send(.appRemoved(requestID: requestID), context: bound.value)
+                        handler.value.send(.appRemoved(requestID: requestID), context: bound.value)
                     case .failure(let error):
-                        send(.error(requestID: requestID, reason: APNsReason.internalServerError.rawValue, message: "\(error)"), context: bound.value)
+                        handler.value.send(.error(requestID: requestID, reason: APNsReason.internalServerError.rawValue, message: "\(error)"), context: bound.value)
                     }
                 }
         case .event(let apnsID, let event):
             let now = core.clock.nowMilliseconds()
             core.blocking(on: context.eventLoop) {
                 try store.recordEvent(DeliveryEvent(rawValue: event), apnsID: apnsID, deviceID: deviceID, at: now)
-            }.whenFailure { [self] error in
-                logger.warning("cannot record a delivery event", metadata: ["error": "\(error)"])
+            }.whenFailure { error in
+                handler.value.logger.warning("cannot record a delivery event", metadata: ["error": "\(error)"])
             }
         case .ping(let n):
             send(.pong(n), context: context)

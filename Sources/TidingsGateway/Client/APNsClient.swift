@@ -100,7 +100,7 @@ public final class APNsConnection: Sendable {
 
     public static func connect(_ configuration: APNsClientConfiguration,
                                eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) async throws -> APNsConnection {
-        var sslContext: NIOSSLContext?
+        let sslContext: NIOSSLContext?
         if configuration.useTLS {
             var tls = TLSConfiguration.makeClientConfiguration()
             tls.minimumTLSVersion = .tlsv12
@@ -109,6 +109,8 @@ public final class APNsConnection: Sendable {
                 tls.trustRoots = .certificates(try configuration.trustRootPaths.flatMap { try NIOSSLCertificate.fromPEMFile($0) })
             }
             sslContext = try NIOSSLContext(configuration: tls)
+        } else {
+            sslContext = nil
         }
         let authority = configuration.authority ?? configuration.host
         let isIP = authority.first.map { $0.isNumber } == true || authority.contains(":")
