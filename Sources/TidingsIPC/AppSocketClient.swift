@@ -9,7 +9,7 @@ import TidingsCore
 public final class AppSocketClient: Sendable {
     private struct State {
         var nextID: UInt64 = 1
-        var pending: [UInt64: CheckedContinuation<AppReply, any Error>] = [:]
+        var pending: [UInt64: @Sendable (Result<AppReply, any Error>) -> Void] = [:]
         var closed = false
         var closeHandlers: [@Sendable () -> Void] = []
     }
@@ -58,13 +58,18 @@ public final class AppSocketClient: Sendable {
     /// Sends a request now (so requests keep the order of these calls) and resumes
     /// `continuation` with its reply.
     public func start(_ request: AppRequest, continuation: CheckedContinuation<AppReply, any Error>) {
+        start(request) { continuation.resume(with: $0) }
+    }
+
+    /// Sends a request now (in the order of these calls) and calls `completion` with its reply.
+    public func start(_ request: AppRequest, completion: @escaping @Sendable (Result<AppReply, any Error>) -> Void) {
         let failure: (any Error)? = state.withLock { state in
             guard !state.closed else { return IPCError.connectionClosed }
             let id = state.nextID
             state.nextID += 1
             do {
                 let buffer = try IPCCodec.encode(AppEnvelope(id: id, request: request), allocator: channel.allocator)
-                state.pending[id] = continuation
+                state.pending[id] = completion
                 // Enqueued on the event loop in lock order, so requests keep their order.
                 channel.writeAndFlush(buffer, promise: nil)
                 return nil
@@ -72,7 +77,7 @@ public final class AppSocketClient: Sendable {
                 return error
             }
         }
-        if let failure { continuation.resume(throwing: failure) }
+        if let failure { completion(.failure(failure)) }
     }
 
     /// Called once when the connection closes.
@@ -103,15 +108,15 @@ public final class AppSocketClient: Sendable {
     private func receive(_ envelope: DaemonEnvelope) {
         switch envelope {
         case .reply(let id, let reply):
-            let continuation = state.withLock { $0.pending.removeValue(forKey: id) }
-            continuation?.resume(returning: reply)
+            let completion = state.withLock { $0.pending.removeValue(forKey: id) }
+            completion?(.success(reply))
         case .event(let event):
             eventSink.yield(event)
         }
     }
 
     private func closed() {
-        let (waiting, handlers) = state.withLock { state -> ([CheckedContinuation<AppReply, any Error>], [@Sendable () -> Void]) in
+        let (waiting, handlers) = state.withLock { state -> ([@Sendable (Result<AppReply, any Error>) -> Void], [@Sendable () -> Void]) in
             guard !state.closed else { return ([], []) }
             state.closed = true
             defer {
@@ -120,7 +125,7 @@ public final class AppSocketClient: Sendable {
             }
             return (Array(state.pending.values), state.closeHandlers)
         }
-        for continuation in waiting { continuation.resume(throwing: IPCError.connectionClosed) }
+        for completion in waiting { completion(.failure(IPCError.connectionClosed)) }
         eventSink.finish()
         for handler in handlers { handler() }
     }

@@ -9,7 +9,7 @@ import TidingsEngine
 /// handled in the order they are made, as over the socket.
 public final class InProcessTransport: NotificationServiceTransport, AppLink {
     private enum Job: Sendable {
-        case call(AppRequest, CheckedContinuation<AppReply, Never>)
+        case call(AppRequest, @Sendable (AppReply) -> Void)
         case send(AppRequest)
     }
 
@@ -40,9 +40,9 @@ public final class InProcessTransport: NotificationServiceTransport, AppLink {
 
     private func perform(_ job: Job) async {
         switch job {
-        case .call(let request, let continuation):
+        case .call(let request, let completion):
             let deferred = await engine.handle(request, from: self)
-            Task { continuation.resume(returning: await deferred.run()) }
+            Task { completion(await deferred.run()) }
         case .send(let request):
             let deferred = await engine.handle(request, from: self)
             Task { _ = await deferred.run() }
@@ -51,9 +51,13 @@ public final class InProcessTransport: NotificationServiceTransport, AppLink {
 
     public func call(_ request: AppRequest) async throws(NotificationError) -> AppReply {
         let reply = await withCheckedContinuation { continuation in
-            jobs.yield(.call(request, continuation))
+            jobs.yield(.call(request) { continuation.resume(returning: $0) })
         }
         return reply
+    }
+
+    public func start(_ request: AppRequest, completion: @escaping @Sendable (Result<AppReply, NotificationError>) -> Void) {
+        jobs.yield(.call(request) { completion(.success($0)) })
     }
 
     public func send(_ request: AppRequest) {

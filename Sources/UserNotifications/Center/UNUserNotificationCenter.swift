@@ -263,10 +263,12 @@ public final class UNUserNotificationCenter: NSObject, Sendable {
             Task { completionHandler?(error) }
             return
         }
-        complete({ try await self.add(value) }) { result in
+        // Sent now, so a fire-and-forget call made after this one reaches the daemon after it.
+        transport().start(.add(value)) { result in
             switch result {
-            case .success: completionHandler?(nil)
-            case .failure(let error): completionHandler?(error)
+            case .success(.failure(let error)), .failure(let error): completionHandler?(UNError(error))
+            case .success(.added), .success(.ok): completionHandler?(nil)
+            case .success(let reply): completionHandler?(Self.unexpected(reply, to: "add"))
             }
         }
     }

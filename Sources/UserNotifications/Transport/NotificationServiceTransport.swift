@@ -17,4 +17,23 @@ public protocol NotificationServiceTransport: Sendable {
 
     /// The daemon's events, in order. Called once, by the center that owns the transport.
     func events() -> AsyncStream<DaemonEvent>
+
+    /// Sends a request now, in the order of `send` and `start` calls, and hands its reply
+    /// to `completion`: what Apple's completion-handler methods need, so that
+    /// `add(_:withCompletionHandler:)` followed by `removePendingNotificationRequests`
+    /// reaches the daemon in that order.
+    func start(_ request: AppRequest, completion: @escaping @Sendable (Result<AppReply, NotificationError>) -> Void)
+}
+
+extension NotificationServiceTransport {
+    /// For transports without ordering of their own (test doubles): a task per call.
+    public func start(_ request: AppRequest, completion: @escaping @Sendable (Result<AppReply, NotificationError>) -> Void) {
+        Task {
+            do throws(NotificationError) {
+                completion(.success(try await call(request)))
+            } catch {
+                completion(.failure(error))
+            }
+        }
+    }
 }

@@ -11,7 +11,7 @@ import TidingsIPC
 /// final: every call then fails with the daemon's explanation.
 final class SocketTransport: NotificationServiceTransport {
     private enum Job: Sendable {
-        case call(AppRequest, CheckedContinuation<AppReply, any Error>)
+        case call(AppRequest, @Sendable (Result<AppReply, any Error>) -> Void)
         case send(AppRequest)
     }
 
@@ -46,7 +46,7 @@ final class SocketTransport: NotificationServiceTransport {
     func call(_ request: AppRequest) async throws(NotificationError) -> AppReply {
         do {
             return try await withCheckedThrowingContinuation { continuation in
-                submit(.call(request, continuation))
+                submit(.call(request) { continuation.resume(with: $0) })
             }
         } catch let error as NotificationError {
             throw error
@@ -57,6 +57,18 @@ final class SocketTransport: NotificationServiceTransport {
 
     func send(_ request: AppRequest) {
         submit(.send(request))
+    }
+
+    func start(_ request: AppRequest, completion: @escaping @Sendable (Result<AppReply, NotificationError>) -> Void) {
+        let path = path
+        submit(.call(request) { result in
+            switch result {
+            case .success(let reply): completion(.success(reply))
+            case .failure(let error as NotificationError): completion(.failure(error))
+            case .failure(let error):
+                completion(.failure(NotificationError(.daemonUnavailable, "lost the connection to the notification daemon at \(path): \(error)")))
+            }
+        })
     }
 
     private func submit(_ job: Job) {
@@ -82,7 +94,7 @@ final class SocketTransport: NotificationServiceTransport {
         case .connect:
             Task { await self.connect() }
         case .fail(let error):
-            if case .call(_, let continuation) = job { continuation.resume(throwing: error) }
+            if case .call(_, let completion) = job { completion(.failure(error)) }
         case .none:
             break
         }
@@ -139,14 +151,14 @@ final class SocketTransport: NotificationServiceTransport {
                 FileHandle.standardError.write(Data("UserNotifications: \(error.message)\n".utf8))
             }
             for job in jobs {
-                if case .call(_, let continuation) = job { continuation.resume(throwing: error) }
+                if case .call(_, let completion) = job { completion(.failure(error)) }
             }
         }
     }
 
     private static func perform(_ job: Job, on client: AppSocketClient) {
         switch job {
-        case .call(let request, let continuation): client.start(request, continuation: continuation)
+        case .call(let request, let completion): client.start(request, completion: completion)
         case .send(let request): client.send(request)
         }
     }
