@@ -38,7 +38,9 @@ struct EndToEndTests {
         // The app stops; its next response launches it from the manifest.
         app.kill()
         let again = try fixture.runApp()
-        #expect(await again.waitForOutput("scheduled saySomething now"))
+        // Delivered (its delegate said how) before the app goes away.
+        #expect(await again.waitForOutput("willPresent saySomething"))
+        #expect(await eventually { (try? fixture.cli(["notifications", "list"]))?.output.contains("saySomething") == true })
         again.kill()
         let goodbye = try fixture.cli(["notifications", "respond", "saySomething", "--action", "action.goodbye"])
         #expect(goodbye.status == 0, "\(goodbye.output)")
