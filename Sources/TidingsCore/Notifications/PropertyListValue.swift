@@ -66,7 +66,10 @@ extension PropertyListValue {
         let type = String(cString: number.objCType)
         switch type {
         case "f", "d": self = .double(number.doubleValue)
-        case "c", "B" where number === (true as NSNumber) || number === (false as NSNumber):
+        case "B":
+            self = .bool(number.boolValue)
+        case "c" where number.int8Value == 0 || number.int8Value == 1:
+            // Darwin's BOOL is a char; a char-typed NSNumber of 0 or 1 is a Bool.
             self = .bool(number.boolValue)
         default: self = .integer(number.int64Value)
         }
