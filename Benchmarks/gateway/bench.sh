@@ -54,8 +54,7 @@ nginx -c "$WORK/nginx/nginx.conf" -p "$WORK/nginx/"
 
 echo "== gateway on 127.0.0.1:12197"
 D="$WORK/gateway"
-"$TIDINGS" keys create --data-dir "$D" --team TEAM123456 --key-id BENCHKEY01 -o "$WORK/key.p8" >/dev/null
-"$TIDINGS" apps register com.example.bench --team TEAM123456 --storage-policy all --data-dir "$D" >/dev/null
+"$TIDINGS" keys create --data-dir "$D" --team TEAM123456 --key-id BENCHKEY01 -o "$WORK/key.p8" --app com.example.bench --storage-policy all >/dev/null
 "$TIDINGS" gateway --data-dir "$D" --listen 127.0.0.1:12197 --device-listen 127.0.0.1:12196 --admin-listen 127.0.0.1:12198 \
   --device-rate-limit 0 --threads "$THREADS" --log-level error > "$WORK/gateway.log" 2>&1 &
 GW=$!; PIDS+=("$GW")

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import TidingsCore
 import TidingsGateway
+import TidingsStorage
 
 /// `tidings keys create|list`: provider signing keys (.p8) and their teams.
 struct Keys: AsyncParsableCommand {
@@ -28,6 +29,12 @@ struct KeysCreate: AsyncParsableCommand {
     @Option(name: .shortAndLong, help: "Where to write the .p8 file (default: AuthKey_<key id>.p8 in the current directory).")
     var output: String?
 
+    @Option(name: .customLong("app"), help: "Also give the team this bundle id (repeatable), as `tidings apps register` does.")
+    var apps: [String] = []
+
+    @Option(name: .customLong("storage-policy"), help: "The storage policy for --app: apns or all.")
+    var storagePolicy: StoragePolicy = .apns
+
     func run() async throws {
         let env: APNsEnvironment?
         if let environment {
@@ -46,6 +53,10 @@ struct KeysCreate: AsyncParsableCommand {
         print("team id: \(record.teamID)")
         print("environment: \(record.environment?.rawValue ?? "development and production")")
         print("private key: \(path)")
+        for bundleID in apps {
+            let app = try registry.registerApp(bundleID: bundleID, teamID: record.teamID, storagePolicy: storagePolicy)
+            print("app: \(app.bundleID) (storage policy \(app.storagePolicy))")
+        }
     }
 }
 
