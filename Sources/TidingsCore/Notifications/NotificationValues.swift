@@ -113,6 +113,56 @@ public struct NotificationContentValue: Sendable, Hashable, Codable {
     }
 }
 
+extension NotificationContentValue {
+    private enum CodingKeys: String, CodingKey {
+        case title, subtitle, body, badge, sound, launchImageName, userInfo, attachments
+        case categoryIdentifier, threadIdentifier, targetContentIdentifier, summaryArgument
+        case summaryArgumentCount, interruptionLevel, relevanceScore, filterCriteria
+    }
+
+    // Only what differs from the defaults is written: content crosses the app socket and
+    // lands in storage for every request, and most of its sixteen fields are empty.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        title = try c.decodeIfPresent(String.self, forKey: .title) ?? ""
+        subtitle = try c.decodeIfPresent(String.self, forKey: .subtitle) ?? ""
+        body = try c.decodeIfPresent(String.self, forKey: .body) ?? ""
+        badge = try c.decodeIfPresent(Int.self, forKey: .badge)
+        sound = try c.decodeIfPresent(SoundValue.self, forKey: .sound)
+        launchImageName = try c.decodeIfPresent(String.self, forKey: .launchImageName) ?? ""
+        userInfo = try c.decodeIfPresent([String: PropertyListValue].self, forKey: .userInfo) ?? [:]
+        attachments = try c.decodeIfPresent([AttachmentValue].self, forKey: .attachments) ?? []
+        categoryIdentifier = try c.decodeIfPresent(String.self, forKey: .categoryIdentifier) ?? ""
+        threadIdentifier = try c.decodeIfPresent(String.self, forKey: .threadIdentifier) ?? ""
+        targetContentIdentifier = try c.decodeIfPresent(String.self, forKey: .targetContentIdentifier)
+        summaryArgument = try c.decodeIfPresent(String.self, forKey: .summaryArgument) ?? ""
+        summaryArgumentCount = try c.decodeIfPresent(Int.self, forKey: .summaryArgumentCount) ?? 0
+        interruptionLevel = try c.decodeIfPresent(InterruptionLevel.self, forKey: .interruptionLevel) ?? .active
+        relevanceScore = try c.decodeIfPresent(Double.self, forKey: .relevanceScore) ?? 0
+        filterCriteria = try c.decodeIfPresent(String.self, forKey: .filterCriteria)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        if !title.isEmpty { try c.encode(title, forKey: .title) }
+        if !subtitle.isEmpty { try c.encode(subtitle, forKey: .subtitle) }
+        if !body.isEmpty { try c.encode(body, forKey: .body) }
+        try c.encodeIfPresent(badge, forKey: .badge)
+        try c.encodeIfPresent(sound, forKey: .sound)
+        if !launchImageName.isEmpty { try c.encode(launchImageName, forKey: .launchImageName) }
+        if !userInfo.isEmpty { try c.encode(userInfo, forKey: .userInfo) }
+        if !attachments.isEmpty { try c.encode(attachments, forKey: .attachments) }
+        if !categoryIdentifier.isEmpty { try c.encode(categoryIdentifier, forKey: .categoryIdentifier) }
+        if !threadIdentifier.isEmpty { try c.encode(threadIdentifier, forKey: .threadIdentifier) }
+        try c.encodeIfPresent(targetContentIdentifier, forKey: .targetContentIdentifier)
+        if !summaryArgument.isEmpty { try c.encode(summaryArgument, forKey: .summaryArgument) }
+        if summaryArgumentCount != 0 { try c.encode(summaryArgumentCount, forKey: .summaryArgumentCount) }
+        if interruptionLevel != .active { try c.encode(interruptionLevel, forKey: .interruptionLevel) }
+        if relevanceScore != 0 { try c.encode(relevanceScore, forKey: .relevanceScore) }
+        try c.encodeIfPresent(filterCriteria, forKey: .filterCriteria)
+    }
+}
+
 /// A circular region: `CLCircularRegion`'s state.
 public struct CircularRegionValue: Sendable, Hashable, Codable {
     public var identifier: String
