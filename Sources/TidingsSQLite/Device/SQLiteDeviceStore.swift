@@ -134,7 +134,14 @@ public final class SQLiteDeviceStore: DeviceStore {
     // MARK: Pending
 
     public func addPending(_ request: NotificationRequestValue, for bundleIdentifier: String, nextFire: Date?, limit: Int?) -> StoreTicket<PendingReplacement> {
-        writer.submit { db in
+        // Encoded by the caller, not on the single writer thread.
+        let body: Data
+        do {
+            body = try Self.encode(request)
+        } catch {
+            return .completed(.failure(error))
+        }
+        return writer.submit { db in
             let replaced = try Data.fetchOne(db, sql: "SELECT request FROM pending WHERE bundle_id = ? AND identifier = ?",
                                              arguments: [bundleIdentifier, request.identifier])
                 .map { try Self.decode(NotificationRequestValue.self, $0) }
@@ -144,7 +151,7 @@ public final class SQLiteDeviceStore: DeviceStore {
             var isLocation = false
             if case .location? = request.trigger { isLocation = true }
             try db.execute(sql: "INSERT INTO pending (bundle_id, identifier, next_fire, location, request) VALUES (?, ?, ?, ?, ?)",
-                           arguments: [bundleIdentifier, request.identifier, nextFire?.timeIntervalSinceReferenceDate, isLocation ? 1 : 0, try Self.encode(request)])
+                           arguments: [bundleIdentifier, request.identifier, nextFire?.timeIntervalSinceReferenceDate, isLocation ? 1 : 0, body])
             let key = db.lastInsertedRowID
             var evicted: [NotificationRequestValue] = []
             if let limit {
