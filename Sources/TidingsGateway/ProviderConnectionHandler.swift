@@ -25,7 +25,15 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
         var head: Result<ProviderRequestHead, ProviderRequestError>
         var body: ByteBuffer?
         var bodyBytes = 0
+        /// Flow-controlled bytes received on the stream and not yet given back.
+        var unacknowledged = 0
     }
+
+    /// Without child channels nobody else returns flow-control credit: the handler sends
+    /// WINDOW_UPDATE for the connection (and for a stream whose body goes on) once half a
+    /// window has been consumed.
+    private static let windowUpdateThreshold = 32_768
+    private var connectionUnacknowledged = 0
 
     private let core: GatewayCore
     private var auth: ProviderAuthenticationStateMachine
@@ -74,7 +82,22 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
             streams[frame.streamID] = StreamState(head: ProviderRequestValidator.validate(headers: fields))
             if headers.endStream { finish(frame.streamID, context: context) }
         case .data(let payload):
+            let flowControlled = payload.data.readableBytes + (payload.paddingBytes.map { $0 + 1 } ?? 0)
+            connectionUnacknowledged += flowControlled
+            if connectionUnacknowledged >= Self.windowUpdateThreshold {
+                context.write(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: connectionUnacknowledged))), promise: nil)
+                connectionUnacknowledged = 0
+                needsFlush = true
+            }
             guard var stream = streams[frame.streamID] else { return }
+            if !payload.endStream {
+                stream.unacknowledged += flowControlled
+                if stream.unacknowledged >= Self.windowUpdateThreshold {
+                    context.write(wrapOutboundOut(HTTP2Frame(streamID: frame.streamID, payload: .windowUpdate(windowSizeIncrement: stream.unacknowledged))), promise: nil)
+                    stream.unacknowledged = 0
+                    needsFlush = true
+                }
+            }
             if case .byteBuffer(var chunk) = payload.data, chunk.readableBytes > 0 {
                 stream.bodyBytes += chunk.readableBytes
                 if case .success(let head) = stream.head, stream.bodyBytes <= head.maximumPayloadSize {

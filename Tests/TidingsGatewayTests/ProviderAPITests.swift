@@ -190,6 +190,26 @@ struct ProviderAPITests {
         await device.close()
     }
 
+    @Test func flowControlCreditIsReturned() async throws {
+        // More body bytes than one connection window (65,535) on one connection, and one body
+        // larger than a stream window: both must complete.
+        let h = try await GatewayHarness.start { c in c.deviceRateLimitPerSecond = 0 }
+        let device = try await h.device()
+        let token = try await device.requestToken(topic: GatewayHarness.bundleID, environment: .development).hex
+        let c = try await h.connect()
+        let auth = try h.bearer()
+        let body = "{\"aps\":{\"alert\":\"" + String(repeating: "x", count: 1000) + "\"}}"
+        try await withThrowingTaskGroup(of: Int.self) { group in
+            for _ in 0..<150 { group.addTask { try await c.send(h.request(token: token, authorization: auth, body: body)).status } }
+            for try await status in group { #expect(status == 200) }
+        }
+        let huge = "{\"a\":\"" + String(repeating: "y", count: 100_000) + "\"}"
+        expectError(try await c.send(h.request(token: token, authorization: auth, body: huge)), .payloadTooLarge)
+        await c.close()
+        await device.close()
+        await h.stop()
+    }
+
     @Test func cleartextPriorKnowledge() async throws {
         let h = try await GatewayHarness.start { c in c.providerTransport = .cleartext }
         let device = try await h.device()
