@@ -49,15 +49,20 @@ public final class BatchWriter: Sendable {
         let (ticket, complete) = StoreTicket<T>.make()
         let operation = Operation(
             execute: { db in
+                // A savepoint per operation, with cached statements: GRDB's inSavepoint
+                // prepares its SQL anew each time, which cost as much as the operation.
                 do {
-                    var result: T?
-                    try db.inSavepoint {
-                        result = try body(db)
-                        return .commit
-                    }
-                    let value = result!
+                    try db.cachedStatement(sql: "SAVEPOINT op").execute()
+                } catch {
+                    return { complete(.failure(error)) }
+                }
+                do {
+                    let value = try body(db)
+                    try db.cachedStatement(sql: "RELEASE SAVEPOINT op").execute()
                     return { complete(.success(value)) }
                 } catch {
+                    try? db.cachedStatement(sql: "ROLLBACK TO SAVEPOINT op").execute()
+                    try? db.cachedStatement(sql: "RELEASE SAVEPOINT op").execute()
                     return { complete(.failure(error)) }
                 }
             },

@@ -67,35 +67,35 @@ public final class SQLiteDeviceStore: DeviceStore {
 
     public func upsertApp(_ app: AppRecord) -> StoreTicket<Void> {
         writer.submit { db in
-            try db.execute(sql: "INSERT OR REPLACE INTO app (bundle_id, record) VALUES (?, ?)",
+            try db.cachedStatement(sql: "INSERT OR REPLACE INTO app (bundle_id, record) VALUES (?, ?)").execute(
                            arguments: [app.bundleIdentifier, try Self.encode(app)])
         }
     }
 
     public func app(_ bundleIdentifier: String) -> StoreTicket<AppRecord?> {
         writer.submit { db in
-            try Data.fetchOne(db, sql: "SELECT record FROM app WHERE bundle_id = ?", arguments: [bundleIdentifier])
+            try Data.fetchOne(db.cachedStatement(sql: "SELECT record FROM app WHERE bundle_id = ?"), arguments: [bundleIdentifier])
                 .map { try Self.decode(AppRecord.self, $0) }
         }
     }
 
     public func apps() -> StoreTicket<[AppRecord]> {
         writer.submit { db in
-            try Data.fetchAll(db, sql: "SELECT record FROM app ORDER BY bundle_id").map { try Self.decode(AppRecord.self, $0) }
+            try Data.fetchAll(db.cachedStatement(sql: "SELECT record FROM app ORDER BY bundle_id")).map { try Self.decode(AppRecord.self, $0) }
         }
     }
 
     public func removeApp(_ bundleIdentifier: String) -> StoreTicket<[AttachmentValue]> {
         writer.submit { db in
             var attachments: [AttachmentValue] = []
-            for data in try Data.fetchAll(db, sql: "SELECT request FROM pending WHERE bundle_id = ?", arguments: [bundleIdentifier]) {
+            for data in try Data.fetchAll(db.cachedStatement(sql: "SELECT request FROM pending WHERE bundle_id = ?"), arguments: [bundleIdentifier]) {
                 attachments += try Self.decode(NotificationRequestValue.self, data).content.attachments
             }
-            for data in try Data.fetchAll(db, sql: "SELECT request FROM delivered WHERE bundle_id = ?", arguments: [bundleIdentifier]) {
+            for data in try Data.fetchAll(db.cachedStatement(sql: "SELECT request FROM delivered WHERE bundle_id = ?"), arguments: [bundleIdentifier]) {
                 attachments += try Self.decode(NotificationRequestValue.self, data).content.attachments
             }
             for table in ["app", "settings", "categories", "pending", "delivered", "badge", "held_response"] {
-                try db.execute(sql: "DELETE FROM \(table) WHERE bundle_id = ?", arguments: [bundleIdentifier])
+                try db.cachedStatement(sql: "DELETE FROM \(table) WHERE bundle_id = ?").execute(arguments: [bundleIdentifier])
             }
             return attachments
         }
@@ -105,28 +105,28 @@ public final class SQLiteDeviceStore: DeviceStore {
 
     public func settings(_ bundleIdentifier: String) -> StoreTicket<NotificationSettingsValue?> {
         writer.submit { db in
-            try Data.fetchOne(db, sql: "SELECT value FROM settings WHERE bundle_id = ?", arguments: [bundleIdentifier])
+            try Data.fetchOne(db.cachedStatement(sql: "SELECT value FROM settings WHERE bundle_id = ?"), arguments: [bundleIdentifier])
                 .map { try Self.decode(NotificationSettingsValue.self, $0) }
         }
     }
 
     public func setSettings(_ settings: NotificationSettingsValue, for bundleIdentifier: String) -> StoreTicket<Void> {
         writer.submit { db in
-            try db.execute(sql: "INSERT OR REPLACE INTO settings (bundle_id, value) VALUES (?, ?)",
+            try db.cachedStatement(sql: "INSERT OR REPLACE INTO settings (bundle_id, value) VALUES (?, ?)").execute(
                            arguments: [bundleIdentifier, try Self.encode(settings)])
         }
     }
 
     public func categories(_ bundleIdentifier: String) -> StoreTicket<[CategoryValue]> {
         writer.submit { db in
-            try Data.fetchOne(db, sql: "SELECT value FROM categories WHERE bundle_id = ?", arguments: [bundleIdentifier])
+            try Data.fetchOne(db.cachedStatement(sql: "SELECT value FROM categories WHERE bundle_id = ?"), arguments: [bundleIdentifier])
                 .map { try Self.decode([CategoryValue].self, $0) } ?? []
         }
     }
 
     public func setCategories(_ categories: [CategoryValue], for bundleIdentifier: String) -> StoreTicket<Void> {
         writer.submit { db in
-            try db.execute(sql: "INSERT OR REPLACE INTO categories (bundle_id, value) VALUES (?, ?)",
+            try db.cachedStatement(sql: "INSERT OR REPLACE INTO categories (bundle_id, value) VALUES (?, ?)").execute(
                            arguments: [bundleIdentifier, try Self.encode(categories)])
         }
     }
@@ -142,26 +142,26 @@ public final class SQLiteDeviceStore: DeviceStore {
             return .completed(.failure(error))
         }
         return writer.submit { db in
-            let replaced = try Data.fetchOne(db, sql: "SELECT request FROM pending WHERE bundle_id = ? AND identifier = ?",
+            let replaced = try Data.fetchOne(db.cachedStatement(sql: "SELECT request FROM pending WHERE bundle_id = ? AND identifier = ?"),
                                              arguments: [bundleIdentifier, request.identifier])
                 .map { try Self.decode(NotificationRequestValue.self, $0) }
             if replaced != nil {
-                try db.execute(sql: "DELETE FROM pending WHERE bundle_id = ? AND identifier = ?", arguments: [bundleIdentifier, request.identifier])
+                try db.cachedStatement(sql: "DELETE FROM pending WHERE bundle_id = ? AND identifier = ?").execute(arguments: [bundleIdentifier, request.identifier])
             }
             var isLocation = false
             if case .location? = request.trigger { isLocation = true }
-            try db.execute(sql: "INSERT INTO pending (bundle_id, identifier, next_fire, location, request) VALUES (?, ?, ?, ?, ?)",
+            try db.cachedStatement(sql: "INSERT INTO pending (bundle_id, identifier, next_fire, location, request) VALUES (?, ?, ?, ?, ?)").execute(
                            arguments: [bundleIdentifier, request.identifier, nextFire?.timeIntervalSinceReferenceDate, isLocation ? 1 : 0, body])
             let key = db.lastInsertedRowID
             var evicted: [NotificationRequestValue] = []
             if let limit {
-                let count = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM pending WHERE bundle_id = ?", arguments: [bundleIdentifier]) ?? 0
+                let count = try Int.fetchOne(db.cachedStatement(sql: "SELECT COUNT(*) FROM pending WHERE bundle_id = ?"), arguments: [bundleIdentifier]) ?? 0
                 if count > limit {
-                    let rows = try Row.fetchAll(db, sql: "SELECT key, request FROM pending WHERE bundle_id = ? ORDER BY key LIMIT ?",
+                    let rows = try Row.fetchAll(db.cachedStatement(sql: "SELECT key, request FROM pending WHERE bundle_id = ? ORDER BY key LIMIT ?"),
                                                 arguments: [bundleIdentifier, count - limit])
                     for row in rows {
                         evicted.append(try Self.decode(NotificationRequestValue.self, row["request"]))
-                        try db.execute(sql: "DELETE FROM pending WHERE key = ?", arguments: [row["key"] as Int64])
+                        try db.cachedStatement(sql: "DELETE FROM pending WHERE key = ?").execute(arguments: [row["key"] as Int64])
                     }
                 }
             }
@@ -171,7 +171,7 @@ public final class SQLiteDeviceStore: DeviceStore {
 
     public func pending(_ bundleIdentifier: String) -> StoreTicket<[NotificationRequestValue]> {
         writer.submit { db in
-            try Data.fetchAll(db, sql: "SELECT request FROM pending WHERE bundle_id = ? ORDER BY key", arguments: [bundleIdentifier])
+            try Data.fetchAll(db.cachedStatement(sql: "SELECT request FROM pending WHERE bundle_id = ? ORDER BY key"), arguments: [bundleIdentifier])
                 .map { try Self.decode(NotificationRequestValue.self, $0) }
         }
     }
@@ -185,7 +185,7 @@ public final class SQLiteDeviceStore: DeviceStore {
 
     public func pendingRecord(key: Int64) -> StoreTicket<PendingRecord?> {
         writer.submit { db in
-            try Row.fetchOne(db, sql: "SELECT * FROM pending WHERE key = ?", arguments: [key]).map(Self.record)
+            try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM pending WHERE key = ?"), arguments: [key]).map(Self.record)
         }
     }
 
@@ -193,9 +193,9 @@ public final class SQLiteDeviceStore: DeviceStore {
         writer.submit { db in
             var removed: [NotificationRequestValue] = []
             for identifier in identifiers {
-                if let data = try Data.fetchOne(db, sql: "SELECT request FROM pending WHERE bundle_id = ? AND identifier = ?", arguments: [bundleIdentifier, identifier]) {
+                if let data = try Data.fetchOne(db.cachedStatement(sql: "SELECT request FROM pending WHERE bundle_id = ? AND identifier = ?"), arguments: [bundleIdentifier, identifier]) {
                     removed.append(try Self.decode(NotificationRequestValue.self, data))
-                    try db.execute(sql: "DELETE FROM pending WHERE bundle_id = ? AND identifier = ?", arguments: [bundleIdentifier, identifier])
+                    try db.cachedStatement(sql: "DELETE FROM pending WHERE bundle_id = ? AND identifier = ?").execute(arguments: [bundleIdentifier, identifier])
                 }
             }
             return removed
@@ -204,9 +204,9 @@ public final class SQLiteDeviceStore: DeviceStore {
 
     public func removeAllPending(_ bundleIdentifier: String) -> StoreTicket<[NotificationRequestValue]> {
         writer.submit { db in
-            let removed = try Data.fetchAll(db, sql: "SELECT request FROM pending WHERE bundle_id = ? ORDER BY key", arguments: [bundleIdentifier])
+            let removed = try Data.fetchAll(db.cachedStatement(sql: "SELECT request FROM pending WHERE bundle_id = ? ORDER BY key"), arguments: [bundleIdentifier])
                 .map { try Self.decode(NotificationRequestValue.self, $0) }
-            try db.execute(sql: "DELETE FROM pending WHERE bundle_id = ?", arguments: [bundleIdentifier])
+            try db.cachedStatement(sql: "DELETE FROM pending WHERE bundle_id = ?").execute(arguments: [bundleIdentifier])
             return removed
         }
     }
@@ -214,7 +214,7 @@ public final class SQLiteDeviceStore: DeviceStore {
     public func schedule() -> StoreTicket<[ScheduleEntry]> {
         writer.submit { db in
             var entries: [ScheduleEntry] = []
-            let cursor = try Row.fetchCursor(db, sql: "SELECT key, next_fire FROM pending WHERE next_fire IS NOT NULL")
+            let cursor = try Row.fetchCursor(db.cachedStatement(sql: "SELECT key, next_fire FROM pending WHERE next_fire IS NOT NULL"))
             while let row = try cursor.next() {
                 entries.append(ScheduleEntry(key: row[0], nextFire: Date(timeIntervalSinceReferenceDate: row[1])))
             }
@@ -224,18 +224,18 @@ public final class SQLiteDeviceStore: DeviceStore {
 
     public func locationPending() -> StoreTicket<[PendingRecord]> {
         writer.submit { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM pending WHERE location = 1 ORDER BY key").map(Self.record)
+            try Row.fetchAll(db.cachedStatement(sql: "SELECT * FROM pending WHERE location = 1 ORDER BY key")).map(Self.record)
         }
     }
 
     public func fire(key: Int64, at date: Date, nextFire: Date?, keepPending: Bool, deliver: Bool) -> StoreTicket<FireOutcome?> {
         writer.submit { db in
-            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM pending WHERE key = ?", arguments: [key]) else { return nil }
+            guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM pending WHERE key = ?"), arguments: [key]) else { return nil }
             let record = try Self.record(row)
             if keepPending {
-                try db.execute(sql: "UPDATE pending SET next_fire = ? WHERE key = ?", arguments: [nextFire?.timeIntervalSinceReferenceDate, key])
+                try db.cachedStatement(sql: "UPDATE pending SET next_fire = ? WHERE key = ?").execute(arguments: [nextFire?.timeIntervalSinceReferenceDate, key])
             } else {
-                try db.execute(sql: "DELETE FROM pending WHERE key = ?", arguments: [key])
+                try db.cachedStatement(sql: "DELETE FROM pending WHERE key = ?").execute(arguments: [key])
             }
             let notification = DeliveredNotificationValue(request: record.request, date: date)
             let replaced = deliver ? try Self.insertDelivered(db, notification, bundleIdentifier: record.bundleIdentifier) : nil
@@ -249,17 +249,17 @@ public final class SQLiteDeviceStore: DeviceStore {
     /// (it keeps its position in the list).
     private static func insertDelivered(_ db: Database, _ notification: DeliveredNotificationValue, bundleIdentifier: String) throws -> DeliveredNotificationValue? {
         let identifier = notification.request.identifier
-        let existing = try Row.fetchOne(db, sql: "SELECT seq, date, request FROM delivered WHERE bundle_id = ? AND identifier = ?",
+        let existing = try Row.fetchOne(db.cachedStatement(sql: "SELECT seq, date, request FROM delivered WHERE bundle_id = ? AND identifier = ?"),
                                         arguments: [bundleIdentifier, identifier])
         let body = try encode(notification.request)
         if let existing {
-            try db.execute(sql: "UPDATE delivered SET date = ?, request = ? WHERE bundle_id = ? AND identifier = ?",
+            try db.cachedStatement(sql: "UPDATE delivered SET date = ?, request = ? WHERE bundle_id = ? AND identifier = ?").execute(
                            arguments: [notification.date.timeIntervalSinceReferenceDate, body, bundleIdentifier, identifier])
             return DeliveredNotificationValue(request: try decode(NotificationRequestValue.self, existing["request"]),
                                               date: Date(timeIntervalSinceReferenceDate: existing["date"]))
         }
-        let seq = (try Int64.fetchOne(db, sql: "SELECT MAX(seq) FROM delivered WHERE bundle_id = ?", arguments: [bundleIdentifier]) ?? 0) + 1
-        try db.execute(sql: "INSERT INTO delivered (bundle_id, identifier, seq, date, request) VALUES (?, ?, ?, ?, ?)",
+        let seq = (try Int64.fetchOne(db.cachedStatement(sql: "SELECT MAX(seq) FROM delivered WHERE bundle_id = ?"), arguments: [bundleIdentifier]) ?? 0) + 1
+        try db.cachedStatement(sql: "INSERT INTO delivered (bundle_id, identifier, seq, date, request) VALUES (?, ?, ?, ?, ?)").execute(
                        arguments: [bundleIdentifier, identifier, seq, notification.date.timeIntervalSinceReferenceDate, body])
         return nil
     }
@@ -274,14 +274,14 @@ public final class SQLiteDeviceStore: DeviceStore {
 
     public func delivered(_ bundleIdentifier: String) -> StoreTicket<[DeliveredNotificationValue]> {
         writer.submit { db in
-            try Row.fetchAll(db, sql: "SELECT date, request FROM delivered WHERE bundle_id = ? ORDER BY seq", arguments: [bundleIdentifier])
+            try Row.fetchAll(db.cachedStatement(sql: "SELECT date, request FROM delivered WHERE bundle_id = ? ORDER BY seq"), arguments: [bundleIdentifier])
                 .map(Self.delivered)
         }
     }
 
     public func deliveredNotification(_ identifier: String, for bundleIdentifier: String) -> StoreTicket<DeliveredNotificationValue?> {
         writer.submit { db in
-            try Row.fetchOne(db, sql: "SELECT date, request FROM delivered WHERE bundle_id = ? AND identifier = ?", arguments: [bundleIdentifier, identifier])
+            try Row.fetchOne(db.cachedStatement(sql: "SELECT date, request FROM delivered WHERE bundle_id = ? AND identifier = ?"), arguments: [bundleIdentifier, identifier])
                 .map(Self.delivered)
         }
     }
@@ -290,9 +290,9 @@ public final class SQLiteDeviceStore: DeviceStore {
         writer.submit { db in
             var removed: [DeliveredNotificationValue] = []
             for identifier in identifiers {
-                if let row = try Row.fetchOne(db, sql: "SELECT date, request FROM delivered WHERE bundle_id = ? AND identifier = ?", arguments: [bundleIdentifier, identifier]) {
+                if let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT date, request FROM delivered WHERE bundle_id = ? AND identifier = ?"), arguments: [bundleIdentifier, identifier]) {
                     removed.append(try Self.delivered(row))
-                    try db.execute(sql: "DELETE FROM delivered WHERE bundle_id = ? AND identifier = ?", arguments: [bundleIdentifier, identifier])
+                    try db.cachedStatement(sql: "DELETE FROM delivered WHERE bundle_id = ? AND identifier = ?").execute(arguments: [bundleIdentifier, identifier])
                 }
             }
             return removed
@@ -301,9 +301,9 @@ public final class SQLiteDeviceStore: DeviceStore {
 
     public func removeAllDelivered(_ bundleIdentifier: String) -> StoreTicket<[DeliveredNotificationValue]> {
         writer.submit { db in
-            let removed = try Row.fetchAll(db, sql: "SELECT date, request FROM delivered WHERE bundle_id = ? ORDER BY seq", arguments: [bundleIdentifier])
+            let removed = try Row.fetchAll(db.cachedStatement(sql: "SELECT date, request FROM delivered WHERE bundle_id = ? ORDER BY seq"), arguments: [bundleIdentifier])
                 .map(Self.delivered)
-            try db.execute(sql: "DELETE FROM delivered WHERE bundle_id = ?", arguments: [bundleIdentifier])
+            try db.cachedStatement(sql: "DELETE FROM delivered WHERE bundle_id = ?").execute(arguments: [bundleIdentifier])
             return removed
         }
     }
@@ -312,13 +312,13 @@ public final class SQLiteDeviceStore: DeviceStore {
 
     public func badge(_ bundleIdentifier: String) -> StoreTicket<Int> {
         writer.submit { db in
-            try Int.fetchOne(db, sql: "SELECT count FROM badge WHERE bundle_id = ?", arguments: [bundleIdentifier]) ?? 0
+            try Int.fetchOne(db.cachedStatement(sql: "SELECT count FROM badge WHERE bundle_id = ?"), arguments: [bundleIdentifier]) ?? 0
         }
     }
 
     public func setBadge(_ count: Int, for bundleIdentifier: String) -> StoreTicket<Void> {
         writer.submit { db in
-            try db.execute(sql: "INSERT OR REPLACE INTO badge (bundle_id, count) VALUES (?, ?)", arguments: [bundleIdentifier, count])
+            try db.cachedStatement(sql: "INSERT OR REPLACE INTO badge (bundle_id, count) VALUES (?, ?)").execute(arguments: [bundleIdentifier, count])
         }
     }
 
@@ -326,14 +326,14 @@ public final class SQLiteDeviceStore: DeviceStore {
 
     public func holdResponse(_ response: ResponseValue, for bundleIdentifier: String) -> StoreTicket<Int64> {
         writer.submit { db in
-            try db.execute(sql: "INSERT INTO held_response (bundle_id, response) VALUES (?, ?)", arguments: [bundleIdentifier, try Self.encode(response)])
+            try db.cachedStatement(sql: "INSERT INTO held_response (bundle_id, response) VALUES (?, ?)").execute(arguments: [bundleIdentifier, try Self.encode(response)])
             return db.lastInsertedRowID
         }
     }
 
     public func heldResponses(_ bundleIdentifier: String) -> StoreTicket<[HeldResponse]> {
         writer.submit { db in
-            try Row.fetchAll(db, sql: "SELECT id, response FROM held_response WHERE bundle_id = ? ORDER BY id", arguments: [bundleIdentifier]).map { row in
+            try Row.fetchAll(db.cachedStatement(sql: "SELECT id, response FROM held_response WHERE bundle_id = ? ORDER BY id"), arguments: [bundleIdentifier]).map { row in
                 HeldResponse(id: row["id"], bundleIdentifier: bundleIdentifier, response: try Self.decode(ResponseValue.self, row["response"]))
             }
         }
@@ -341,7 +341,7 @@ public final class SQLiteDeviceStore: DeviceStore {
 
     public func releaseResponse(id: Int64) -> StoreTicket<Void> {
         writer.submit { db in
-            try db.execute(sql: "DELETE FROM held_response WHERE id = ?", arguments: [id])
+            try db.cachedStatement(sql: "DELETE FROM held_response WHERE id = ?").execute(arguments: [id])
         }
     }
 }
