@@ -15,12 +15,14 @@ public final class AppSocketClient: Sendable {
     }
 
     private let channel: any Channel
+    private let writer: CoalescingWriter
     private let state: Mutex<State>
     public let events: AsyncStream<DaemonEvent>
     private let eventSink: AsyncStream<DaemonEvent>.Continuation
 
     private init(channel: any Channel, events: AsyncStream<DaemonEvent>, eventSink: AsyncStream<DaemonEvent>.Continuation) {
         self.channel = channel
+        self.writer = CoalescingWriter(channel: channel)
         self.state = Mutex(State())
         self.events = events
         self.eventSink = eventSink
@@ -71,7 +73,7 @@ public final class AppSocketClient: Sendable {
                 let buffer = try IPCCodec.encode(AppEnvelope(id: id, request: request), allocator: channel.allocator)
                 state.pending[id] = completion
                 // Enqueued on the event loop in lock order, so requests keep their order.
-                channel.writeAndFlush(buffer, promise: nil)
+                writer.write(buffer)
                 return nil
             } catch {
                 return error
@@ -97,7 +99,7 @@ public final class AppSocketClient: Sendable {
             let id = state.nextID
             state.nextID += 1
             guard let buffer = try? IPCCodec.encode(AppEnvelope(id: id, request: request), allocator: channel.allocator) else { return }
-            channel.writeAndFlush(buffer, promise: nil)
+            writer.write(buffer)
         }
     }
 

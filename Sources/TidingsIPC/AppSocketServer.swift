@@ -10,9 +10,11 @@ public final class AppServerConnection: Sendable {
     /// The app's requests, in the order they were sent.
     public let requests: AsyncStream<AppEnvelope>
     private let channel: any Channel
+    private let writer: CoalescingWriter
 
     init(channel: any Channel, credentials: PeerCredentials?, requests: AsyncStream<AppEnvelope>) {
         self.channel = channel
+        self.writer = CoalescingWriter(channel: channel)
         self.credentials = credentials
         self.requests = requests
     }
@@ -31,7 +33,7 @@ public final class AppServerConnection: Sendable {
 
     private func write(_ envelope: DaemonEnvelope) {
         guard let buffer = try? IPCCodec.encode(envelope, allocator: channel.allocator) else { return }
-        channel.writeAndFlush(buffer, promise: nil)
+        writer.write(buffer)
     }
 }
 
