@@ -14,7 +14,7 @@ WORK="${BENCH_WORK:-$ROOT/.build-bench-work}/idle"
 TIDINGS="${TIDINGS:-$ROOT/.build-bench/release/tidings}"
 DEVICE="${DEVICE:-$ROOT/.build-bench/release/gateway-bench}"
 rm -rf "$WORK"; mkdir -p "$WORK"
-ulimit -n 1048576
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true  # as many descriptors as allowed
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
