@@ -6,7 +6,7 @@ import TidingsDaemon
 struct Apps: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Install, list and remove apps on this device.",
-        subcommands: [Install.self, List.self, Remove.self])
+        subcommands: [Install.self, List.self, Remove.self, AppsRegister.self])
 
     struct Install: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Install an app from its manifest (JSON; see docs/app-manifest.md).")
