@@ -170,7 +170,7 @@ let package = Package(
         .testTarget(name: "TidingsCoreTests", dependencies: ["TidingsCore"], swiftSettings: swiftSettings),
         .testTarget(
             name: "UserNotificationsTests",
-            dependencies: ["UserNotifications", "UserNotificationsUI", "TidingsTesting"],
+            dependencies: ["UserNotifications", "UserNotificationsUI", "TidingsTesting", "TidingsEngine"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
