@@ -130,7 +130,6 @@ for i in 0..<lateCount {
     latency.due.withLock { $0[id] = fire }
 }
 // Schedule with the exact dates: time-interval triggers relative to the add time.
-let addStart = Date()
 _ = await pipelined(count: lateCount, window: 64) { i in
     let fire = base.addingTimeInterval(Double(i) * 0.005)
     let request = NotificationRequestValue(identifier: "late\(i)", content: content(i), trigger: .timeInterval(seconds: fire.timeIntervalSinceNow, repeats: false))
@@ -138,7 +137,6 @@ _ = await pipelined(count: lateCount, window: 64) { i in
     if case .failure = reply { return false }
     return true
 }
-_ = addStart
 // The trigger's date is computed when the daemon receives the add, a hair after our
 // `fire`; lateness is measured against our `fire`, so it includes that hair (≤ 1 ms).
 while latency.lateness.withLock({ $0.count }) < lateCount, Date() < base.addingTimeInterval(40) {

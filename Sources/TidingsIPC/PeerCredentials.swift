@@ -28,22 +28,8 @@ public struct PeerCredentials: Sendable, Hashable {
             String(decoding: UnsafeRawBufferPointer(start: pointer.baseAddress, count: count), as: UTF8.self)
         }
         // The kernel appends " (deleted)" when the file was replaced after exec.
-        return path
-    }
-
-    /// Reads the credentials of a connected Unix-socket channel.
-    public static func of(_ channel: any Channel) async throws -> PeerCredentials {
-        guard let provider = channel as? any SocketOptionProvider else {
-            throw IPCError.peerCredentialsUnavailable
-        }
-        #if os(Linux)
-        let cred: KernelPeerCredentials = try await provider.unsafeGetSocketOption(
-            level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(17 /* SO_PEERCRED */)
-        ).get()
-        return PeerCredentials(pid: cred.pid, uid: cred.uid, gid: cred.gid)
-        #else
-        throw IPCError.peerCredentialsUnavailable
-        #endif
+        let deleted = " (deleted)"
+        return path.hasSuffix(deleted) ? String(path.dropLast(deleted.count)) : path
     }
 }
 
@@ -56,15 +42,11 @@ struct KernelPeerCredentials: Sendable {
 }
 
 public enum IPCError: Error, Sendable, Hashable, CustomStringConvertible {
-    case peerCredentialsUnavailable
     case connectionClosed
-    case malformedFrame(String)
 
     public var description: String {
         switch self {
-        case .peerCredentialsUnavailable: "the peer's credentials could not be read from the socket"
         case .connectionClosed: "the connection to the notification daemon closed"
-        case .malformedFrame(let detail): "malformed frame: \(detail)"
         }
     }
 }

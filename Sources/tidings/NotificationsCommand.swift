@@ -43,7 +43,7 @@ struct Notifications: AsyncParsableCommand {
         func describe(_ trigger: TriggerValue?) -> String {
             switch trigger {
             case nil: "now"
-            case .timeInterval(let seconds, let repeats)?: "every \(seconds)s".replacingOccurrences(of: "every", with: repeats ? "every" : "after")
+            case .timeInterval(let seconds, let repeats)?: "\(repeats ? "every" : "after") \(seconds)s"
             case .calendar(let components, let repeats)?: "calendar \(components)\(repeats ? " repeating" : "")"
             case .location(let region, let repeats)?: "region \(region.identifier)\(repeats ? " repeating" : "")"
             case .push?: "push"

@@ -11,15 +11,12 @@ public struct AppHello: Sendable, Hashable, Codable {
     public var bundleIdentifier: String?
     /// The process's idea of its state (`UIApplication.applicationState`).
     public var state: AppState
-    /// Set when the daemon launched this process for a response or a background wake.
-    public var launchToken: String?
     /// Protocol version, for later changes.
     public var version: Int
 
-    public init(bundleIdentifier: String?, state: AppState, launchToken: String? = nil, version: Int = 1) {
+    public init(bundleIdentifier: String?, state: AppState, version: Int = 1) {
         self.bundleIdentifier = bundleIdentifier
         self.state = state
-        self.launchToken = launchToken
         self.version = version
     }
 }

@@ -66,7 +66,7 @@ struct AppConnectionHandler {
     /// be the one an app's manifest names; `TIDINGS_BUNDLE_ID` only chooses among those.
     func identify(_ hello: AppHello, credentials: PeerCredentials?) async -> Result<AppRecord, NotificationError> {
         let apps = (try? await engine.installedApps()) ?? []
-        let executable = credentials?.executablePath.map(Self.cleanExecutablePath)
+        let executable = credentials?.executablePath
         if developmentMode, let claimed = hello.bundleIdentifier {
             if let app = apps.first(where: { $0.bundleIdentifier == claimed }) { return .success(app) }
             // Development mode: an app run straight from the build folder gets a record of its own.
@@ -97,11 +97,5 @@ struct AppConnectionHandler {
             return .failure(NotificationError(.notificationsNotAllowed,
                 "\(executable) is the executable of several apps (\(matches.map(\.bundleIdentifier).joined(separator: ", "))): set TIDINGS_BUNDLE_ID to choose one"))
         }
-    }
-
-    /// `/proc/<pid>/exe` says " (deleted)" when the file was replaced after the process started.
-    static func cleanExecutablePath(_ path: String) -> String {
-        let suffix = " (deleted)"
-        return path.hasSuffix(suffix) ? String(path.dropLast(suffix.count)) : path
     }
 }

@@ -38,7 +38,6 @@ extension NotificationEngine {
                 regions[record.key] = RegionWatch(bundleIdentifier: record.bundleIdentifier, region: region, inside: nil)
             }
         }
-        started = true
     }
 
     /// The number of requests in the fire queue (a replaced or removed request may still

@@ -44,7 +44,6 @@ public actor NotificationEngine {
     // Scheduler state
     var wake: CheckedContinuation<Void, Never>?
     var poked = false
-    var started = false
     var inFlight = 0
     var processedThrough = Date.distantPast
     var settleWaiters: [(Date, CheckedContinuation<Void, Never>)] = []

@@ -13,7 +13,6 @@ func makeDefaultTransport() -> any NotificationServiceTransport {
     let state = environment["TIDINGS_LAUNCH_STATE"].flatMap(AppState.init(rawValue:)) ?? .active
     let hello = AppHello(
         bundleIdentifier: environment["TIDINGS_BUNDLE_ID"].flatMap { $0.isEmpty ? nil : $0 },
-        state: state,
-        launchToken: environment["TIDINGS_LAUNCH_TOKEN"])
+        state: state)
     return SocketTransport(path: TidingsPaths.defaultSocketPath(environment: environment), hello: hello)
 }
