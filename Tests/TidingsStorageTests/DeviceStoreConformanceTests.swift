@@ -62,6 +62,8 @@ struct DeviceStoreConformanceTests {
         let region = CircularRegionValue(identifier: "r", latitude: 1, longitude: 2, radius: 3)
         _ = try await store.addPending(request("loc", trigger: .location(region, repeats: false)), for: app, nextFire: nil, limit: nil).value
         #expect(try await store.pending(app).value.map(\.identifier) == ["a", "b", "loc"])
+        #expect(try await store.pendingRequest("a", for: app).value?.content.title == "new")
+        #expect(try await store.pendingRequest("zzz", for: app).value == nil)
         #expect(Set(try await store.schedule().value.map(\.nextFire)) == [t0, t0.addingTimeInterval(5)])
         #expect(try await store.locationPending().value.map(\.request.identifier) == ["loc"])
         #expect(try await store.removePending(["b", "zzz"], for: app).value.map(\.identifier) == ["b"])

@@ -36,10 +36,10 @@ extension NotificationEngine {
         }
 
         if let replaced {
-            await releaseAttachments(replaced.request.content.attachments, bundle: bundle)
+            await releaseAttachments(of: [replaced.request], bundle: bundle)
         }
         if !presentation.list, !keep {
-            await releaseAttachments(request.content.attachments, bundle: bundle)
+            await releaseAttachments(of: [request], bundle: bundle)
         }
         var badge: Int?
         if presentation.badge, let count = request.content.badge, count >= 0 {

@@ -32,7 +32,7 @@ extension NotificationEngine {
 
         let removed = try await store.removeDelivered([identifier], for: bundle).value
         for presenter in configuration.presenters { await presenter.withdraw(bundleIdentifier: bundle, identifiers: [identifier]) }
-        await releaseAttachments(removed.flatMap(\.request.content.attachments), bundle: bundle)
+        await releaseAttachments(of: removed.map(\.request), bundle: bundle)
 
         if actionIdentifier == ActionIdentifier.dismiss, (category?.options ?? 0) & CategoryValue.customDismissAction == 0 {
             return

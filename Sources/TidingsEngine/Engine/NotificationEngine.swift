@@ -333,9 +333,7 @@ public actor NotificationEngine {
     }
 
     func added(_ result: PendingReplacement, request: NotificationRequestValue, nextFire: Date?, bundle: String) async {
-        var released = result.evicted.flatMap(\.content.attachments)
-        if let replaced = result.replacedPending { released += replaced.content.attachments }
-        await releaseAttachments(released, bundle: bundle)
+        await releaseAttachments(of: result.evicted + [result.replacedPending].compactMap { $0 }, bundle: bundle)
         if let nextFire {
             schedule(FireItem(date: nextFire, key: result.key))
         } else if case .location(let region, _)? = request.trigger {
@@ -347,7 +345,7 @@ public actor NotificationEngine {
         Deferred { [self] in
             await Self.reply {
                 let removed = try await ticket.value
-                await self.releaseAttachments(removed.flatMap(\.content.attachments), bundle: bundle)
+                await self.releaseAttachments(of: removed, bundle: bundle)
                 return .ok
             }
         }
@@ -362,20 +360,26 @@ public actor NotificationEngine {
                     let identifiers = removed.map(\.request.identifier)
                     for presenter in presenters { await presenter.withdraw(bundleIdentifier: bundle, identifiers: identifiers) }
                 }
-                await self.releaseAttachments(removed.flatMap(\.request.content.attachments), bundle: bundle)
+                await self.releaseAttachments(of: removed.map(\.request), bundle: bundle)
                 return .ok
             }
         }
     }
 
-    /// Deletes attachment files that no pending or delivered notification refers to any more.
-    func releaseAttachments(_ attachments: [AttachmentValue], bundle: String) async {
-        guard !attachments.isEmpty else { return }
-        let pending = (try? await store.pending(bundle).value) ?? []
-        let delivered = (try? await store.delivered(bundle).value) ?? []
-        var referenced = Set<String>()
-        for request in pending { for a in request.content.attachments { referenced.insert(a.path) } }
-        for notification in delivered { for a in notification.request.content.attachments { referenced.insert(a.path) } }
-        configuration.attachments.delete(attachments.filter { !referenced.contains($0.path) }, bundleIdentifier: bundle)
+    /// Deletes the attachment files of `requests` that no pending or delivered notification
+    /// refers to any more. A file in the store belongs to one request; only a pending
+    /// request and a delivered notification with the same identifier can share it (a
+    /// repeating request and its last delivery), so only those two are looked up.
+    func releaseAttachments(of requests: [NotificationRequestValue], bundle: String) async {
+        for request in requests where !request.content.attachments.isEmpty {
+            var referenced = Set<String>()
+            if let pending = try? await store.pendingRequest(request.identifier, for: bundle).value {
+                for a in pending.content.attachments { referenced.insert(a.path) }
+            }
+            if let delivered = try? await store.deliveredNotification(request.identifier, for: bundle).value {
+                for a in delivered.request.content.attachments { referenced.insert(a.path) }
+            }
+            configuration.attachments.delete(request.content.attachments.filter { !referenced.contains($0.path) }, bundleIdentifier: bundle)
+        }
     }
 }

@@ -189,6 +189,14 @@ public final class SQLiteDeviceStore: DeviceStore {
         }
     }
 
+    public func pendingRequest(_ identifier: String, for bundleIdentifier: String) -> StoreTicket<NotificationRequestValue?> {
+        writer.submit { db in
+            try Data.fetchOne(db.cachedStatement(sql: "SELECT request FROM pending WHERE bundle_id = ? AND identifier = ?"),
+                              arguments: [bundleIdentifier, identifier])
+                .map { try Self.decode(NotificationRequestValue.self, $0) }
+        }
+    }
+
     public func removePending(_ identifiers: [String], for bundleIdentifier: String) -> StoreTicket<[NotificationRequestValue]> {
         writer.submit { db in
             var removed: [NotificationRequestValue] = []

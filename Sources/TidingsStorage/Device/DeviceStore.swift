@@ -96,6 +96,8 @@ public protocol DeviceStore: Sendable {
     func addPending(_ request: NotificationRequestValue, for bundleIdentifier: String, nextFire: Date?, limit: Int?) -> StoreTicket<PendingReplacement>
     func pending(_ bundleIdentifier: String) -> StoreTicket<[NotificationRequestValue]>
     func pendingRecord(key: Int64) -> StoreTicket<PendingRecord?>
+    /// The app's pending request with this identifier.
+    func pendingRequest(_ identifier: String, for bundleIdentifier: String) -> StoreTicket<NotificationRequestValue?>
     /// Removes pending requests by identifier; returns the removed ones.
     func removePending(_ identifiers: [String], for bundleIdentifier: String) -> StoreTicket<[NotificationRequestValue]>
     func removeAllPending(_ bundleIdentifier: String) -> StoreTicket<[NotificationRequestValue]>

@@ -72,6 +72,10 @@ struct InMemoryDeviceState {
 
     func pendingRecord(key: Int64) -> PendingRecord? { pendingByKey[key] }
 
+    func pendingRequest(_ identifier: String, for bundleIdentifier: String) -> NotificationRequestValue? {
+        state[bundleIdentifier]?.pendingByID[identifier].flatMap { pendingByKey[$0]?.request }
+    }
+
     mutating func removePending(_ identifiers: [String], for bundleIdentifier: String) -> [NotificationRequestValue] {
         guard var app = state[bundleIdentifier] else { return [] }
         var removed: [NotificationRequestValue] = []
@@ -213,6 +217,10 @@ public final class InMemoryDeviceStore: DeviceStore {
 
     public func pending(_ bundleIdentifier: String) -> StoreTicket<[NotificationRequestValue]> {
         .value(state.withLock { $0.pending(bundleIdentifier) })
+    }
+
+    public func pendingRequest(_ identifier: String, for bundleIdentifier: String) -> StoreTicket<NotificationRequestValue?> {
+        .value(state.withLock { $0.pendingRequest(identifier, for: bundleIdentifier) })
     }
 
     public func pendingRecord(key: Int64) -> StoreTicket<PendingRecord?> {
