@@ -51,6 +51,8 @@ public struct EngineConfiguration: Sendable {
     public var presentationTimeout: TimeInterval
     /// The device's time zone, for calendar triggers without one of their own.
     public var timeZone: TimeZone
+    /// Runs service extensions on pushes with `mutable-content`; nil presents pushes as sent.
+    public var serviceExtensions: (any ServiceExtensionRunning)?
     public var logger: Logger
 
     public init(
@@ -63,8 +65,10 @@ public struct EngineConfiguration: Sendable {
         pendingLimit: Int? = nil,
         presentationTimeout: TimeInterval = 5,
         timeZone: TimeZone = .current,
+        serviceExtensions: (any ServiceExtensionRunning)? = nil,
         logger: Logger = Logger(label: "tidings.engine")
     ) {
+        self.serviceExtensions = serviceExtensions
         self.clock = clock
         self.store = store
         self.attachments = attachments
