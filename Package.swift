@@ -18,6 +18,7 @@ let package = Package(
         .library(name: "TidingsDaemon", targets: ["TidingsDaemon"]),
         .library(name: "TidingsDevice", targets: ["TidingsDevice"]),
         .library(name: "TidingsTesting", targets: ["TidingsTesting"]),
+        .library(name: "TidingsApplication", targets: ["TidingsApplication"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
@@ -125,11 +126,20 @@ let package = Package(
             name: "TidingsDaemon",
             dependencies: [
                 "TidingsCore", "TidingsIPC", "TidingsEngine", "TidingsStorage", "TidingsSQLite", "TidingsDevice",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
+            swiftSettings: swiftSettings
+        ),
+        // UIApplication's remote-notification registration and silent-push callback, for
+        // apps on Linux (no UIKit): docs/remote-notifications.md.
+        .target(
+            name: "TidingsApplication",
+            dependencies: ["TidingsCore", "TidingsIPC", "UserNotifications"],
             swiftSettings: swiftSettings
         ),
         .target(
@@ -153,7 +163,7 @@ let package = Package(
         // The sample app of the quick start: the seeds' local notifications, end to end.
         .executableTarget(
             name: "SampleApp",
-            dependencies: ["UserNotifications"],
+            dependencies: ["UserNotifications", "TidingsApplication"],
             path: "Examples/SampleApp/Sources"
         ),
 
@@ -199,6 +209,12 @@ let package = Package(
         .testTarget(
             name: "TidingsDaemonTests",
             dependencies: ["TidingsDaemon", "TidingsTesting", "UserNotifications"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "TidingsRemoteTests",
+            dependencies: ["TidingsDaemon", "TidingsGateway", "TidingsDevice", "TidingsTesting", "TidingsApplication", "UserNotifications", "TidingsIPC",
+                           .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: swiftSettings
         ),
     ]

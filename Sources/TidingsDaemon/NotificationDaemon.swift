@@ -32,6 +32,10 @@ public struct DaemonConfiguration: Sendable {
     public var clock: any WallClock
     public var presenters: [any Presenter]
     public var logger: Logger
+    /// The push gateway to connect to (device channel); nil: no remote notifications.
+    public var gateway: GatewayLinkConfiguration?
+    /// Silent-push budget and languages for remote notifications.
+    public var remote = RemoteConfiguration()
 
     public init(dataDirectory: String, socketPath: String? = nil, consent: Consent = .prompt, developmentMode: Bool = false, iOSPendingLimit: Bool = false, terminalPresenter: Bool = true, clock: any WallClock = SystemWallClock(), presenters: [any Presenter] = [], logger: Logger = Logger(label: "tidings.daemon")) {
         self.dataDirectory = dataDirectory
@@ -54,11 +58,14 @@ public final class NotificationDaemon: Service {
     public let engine: NotificationEngine
     public let configuration: DaemonConfiguration
     private let server: AppSocketServer
+    /// The connection to the push gateway, when one is configured.
+    public let gatewayLink: GatewayLink?
 
-    init(engine: NotificationEngine, server: AppSocketServer, configuration: DaemonConfiguration) {
+    init(engine: NotificationEngine, server: AppSocketServer, configuration: DaemonConfiguration, gatewayLink: GatewayLink? = nil) {
         self.engine = engine
         self.server = server
         self.configuration = configuration
+        self.gatewayLink = gatewayLink
     }
 
     public var socketPath: String { server.path }
@@ -75,6 +82,7 @@ public final class NotificationDaemon: Service {
                 group.addTask { try await self.engine.run() }
                 group.addTask { await self.server.run { await handler.serve($0) } }
                 if let gpsd { group.addTask { try await gpsd.run() } }
+                if let link = self.gatewayLink { group.addTask { await link.run() } }
             }
         }
         await server.close()
@@ -103,7 +111,16 @@ public func buildDaemon(_ configuration: DaemonConfiguration) async throws -> No
         launcher: ProcessLauncher(socketPath: socketPath, logger: configuration.logger),
         pendingLimit: configuration.iOSPendingLimit ? EngineConfiguration.iOSPendingLimit : nil,
         logger: configuration.logger))
+    var gatewayLink: GatewayLink?
+    if let gateway = configuration.gateway {
+        let link = try GatewayLink(configuration: gateway, dataDirectory: configuration.dataDirectory, engine: engine,
+                                   clock: configuration.clock, logger: configuration.logger)
+        await engine.setRemote(link: link, configuration: configuration.remote)
+        gatewayLink = link
+    } else {
+        await engine.setRemote(link: nil, configuration: configuration.remote)
+    }
     let server = try await AppSocketServer.bind(path: socketPath)
     configuration.logger.info("notification daemon listening", metadata: ["socket": "\(socketPath)", "data": "\(configuration.dataDirectory)"])
-    return NotificationDaemon(engine: engine, server: server, configuration: configuration)
+    return NotificationDaemon(engine: engine, server: server, configuration: configuration, gatewayLink: gatewayLink)
 }

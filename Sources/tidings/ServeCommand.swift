@@ -4,6 +4,7 @@ import Logging
 import ServiceLifecycle
 import TidingsCore
 import TidingsDaemon
+import TidingsEngine
 import TidingsGateway
 
 /// Options shared by `serve` and `daemon`.
@@ -28,6 +29,9 @@ struct DaemonOptions: ParsableArguments {
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: Logger.Level = .info
 
+    @Option(name: .customLong("background-push-budget"), help: "Silent pushes that may wake one app per hour (Apple: two or three); 0: no limit.")
+    var backgroundPushBudget: Int = 3
+
     func configuration(logger: Logger) -> DaemonConfiguration {
         let consent = consent ?? (isatty(STDIN_FILENO) == 1 ? .prompt : .deny)
         var configuration = DaemonConfiguration(
@@ -39,6 +43,7 @@ struct DaemonOptions: ParsableArguments {
             terminalPresenter: !quiet,
             logger: logger)
         configuration.gpsd = gpsd
+        configuration.remote.backgroundBudget = max(0, backgroundPushBudget)
         return configuration
     }
 
@@ -53,34 +58,85 @@ extension Logger.Level: @retroactive ExpressibleByArgument {}
 
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Run the notification daemon and the push gateway in one process, with SQLite in the data directory.")
+        abstract: "Run the notification daemon and the push gateway in one process, with SQLite in the data directory; the daemon receives the gateway's pushes.")
 
     @OptionGroup var options: DaemonOptions
 
+    @Option(name: .customLong("listen"), help: "The gateway's provider API address.")
+    var listen: String = "127.0.0.1:2197"
+
+    @Option(name: .customLong("device-listen"), help: "The gateway's device channel address.")
+    var deviceListen: String = "127.0.0.1:2196"
+
+    @Option(name: .customLong("admin-listen"), help: "The gateway's admin endpoint (/metrics, /status/<apns-id>), or 'off'.")
+    var adminListen: String = "127.0.0.1:2198"
+
     func run() async throws {
         let logger = options.makeLogger("tidings")
-        let daemonConfiguration = options.configuration(logger: logger)
-        let daemon = try await buildDaemon(daemonConfiguration)
+        var daemonConfiguration = options.configuration(logger: logger)
         var gatewayConfiguration = GatewayConfiguration(dataDirectory: URL(fileURLWithPath: daemonConfiguration.dataDirectory))
+        (gatewayConfiguration.providerHost, gatewayConfiguration.providerPort) = try GatewayOptions.address(listen, "--listen")
+        (gatewayConfiguration.deviceHost, gatewayConfiguration.devicePort) = try GatewayOptions.address(deviceListen, "--device-listen")
+        if adminListen == "off" {
+            gatewayConfiguration.adminHost = nil
+        } else {
+            (gatewayConfiguration.adminHost, gatewayConfiguration.adminPort) = try GatewayOptions.address(adminListen, "--admin-listen")
+        }
         gatewayConfiguration.logger = logger
         let gateway = try buildGateway(gatewayConfiguration)
-        say("tidings: daemon socket \(daemon.socketPath) (consent: \(daemonConfiguration.consent.rawValue)); gateway on \(gatewayConfiguration.providerHost):\(gatewayConfiguration.providerPort)")
-        let group = ServiceGroup(services: [daemon, gateway], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
-        try await group.run()
+        let gatewayGroup = ServiceGroup(services: [gateway], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await gatewayGroup.run() }
+            // The daemon connects to the gateway's device channel like any device, trusting
+            // the gateway's self-signed certificate from the data directory.
+            let addresses = try await gateway.waitUntilReady()
+            var host = addresses.device.ipAddress ?? "127.0.0.1"
+            if host == "0.0.0.0" { host = "127.0.0.1" } else if host == "::" { host = "::1" }
+            var link = GatewayLinkConfiguration(host: host, port: addresses.device.port ?? gatewayConfiguration.devicePort,
+                                                trustRootPaths: addresses.certificatePath.map { [$0] } ?? [])
+            link.environment = gatewayConfiguration.environment
+            daemonConfiguration.gateway = link
+            let daemon = try await buildDaemon(daemonConfiguration)
+            let daemonGroup = ServiceGroup(services: [daemon], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+            tasks.addTask { try await daemonGroup.run() }
+            say("tidings: daemon socket \(daemon.socketPath) (consent: \(daemonConfiguration.consent.rawValue)); gateway on \(gatewayConfiguration.providerHost):\(gatewayConfiguration.providerPort)")
+            say("tidings gateway: provider API on \(GatewayCommand.describe(addresses.provider)) (HTTP/2 over TLS), environment \(gatewayConfiguration.environment)")
+            say("tidings gateway: device channel on \(GatewayCommand.describe(addresses.device))")
+            if let admin = addresses.admin { say("tidings gateway: admin (metrics, status) on http://\(GatewayCommand.describe(admin))") }
+            if let cert = addresses.certificatePath { say("tidings gateway: self-signed certificate: \(cert)") }
+            try await tasks.waitForAll()
+        }
     }
 }
 
 struct Daemon: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Run the notification daemon alone: apps connect to its socket.")
+        abstract: "Run the notification daemon alone: apps connect to its socket; with --gateway it receives pushes from a Tidings gateway.")
 
     @OptionGroup var options: DaemonOptions
 
+    @Option(help: "The push gateway's device channel (HOST:PORT) to receive remote notifications from.")
+    var gateway: String?
+
+    @Option(name: .customLong("gateway-cert"), help: "The gateway's certificate (PEM) to trust, e.g. <gateway data dir>/tls/gateway-cert.pem. Default: the system's roots.")
+    var gatewayCert: String?
+
+    @Option(name: .customLong("aps-environment"), help: "The environment apps get device tokens for: development or production.")
+    var apsEnvironment: String = "development"
+
     func run() async throws {
         let logger = options.makeLogger("tidings.daemon")
-        let configuration = options.configuration(logger: logger)
+        var configuration = options.configuration(logger: logger)
+        if let gateway {
+            guard var link = GatewayLinkConfiguration(address: gateway, trustRootPaths: gatewayCert.map { [$0] } ?? []) else {
+                throw ValidationError("--gateway takes HOST:PORT, like 127.0.0.1:2196")
+            }
+            guard let environment = APNsEnvironment(name: apsEnvironment) else { throw ValidationError("--aps-environment is development or production") }
+            link.environment = environment
+            configuration.gateway = link
+        }
         let daemon = try await buildDaemon(configuration)
-        say("tidings: daemon socket \(daemon.socketPath) (consent: \(configuration.consent.rawValue))")
+        say("tidings: daemon socket \(daemon.socketPath) (consent: \(configuration.consent.rawValue))" + (gateway.map { "; gateway \($0)" } ?? ""))
         let group = ServiceGroup(services: [daemon], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
         try await group.run()
     }

@@ -5,7 +5,11 @@
 //   SampleApp            ask for authorization, register categories, schedule the seeds'
 //                        notifications, then wait for responses
 //   SampleApp --listen   only wait for responses (what the daemon's launch does)
+//   SampleApp --remote   also register for remote notifications: prints "token <hex>"
+//                        (push to it with `tidings push` or any APNs client) and every
+//                        silent push it gets
 import Foundation
+import TidingsApplication
 import UserNotifications
 
 final class NotificationHandler: NSObject, UNUserNotificationCenterDelegate {
@@ -20,13 +24,32 @@ final class NotificationHandler: NSObject, UNUserNotificationCenterDelegate {
         if let textResponse = response as? UNTextInputNotificationResponse {
             say("response \(identifier) action=\(response.actionIdentifier) text=\(textResponse.userText)")
         } else if response.actionIdentifier == UNNotificationDefaultActionIdentifier {
-            say("response \(identifier) action=tap")
+            say("response \(identifier) action=tap\(response.notification.request.trigger is UNPushNotificationTrigger ? " remote" : "")")
         } else if response.actionIdentifier == UNNotificationDismissActionIdentifier {
             say("response \(identifier) action=dismiss")
         } else {
             say("response \(identifier) action=\(response.actionIdentifier)")
         }
         completionHandler()
+    }
+}
+
+/// The app delegate's remote-notification part (UIKit's names, from TidingsApplication).
+@MainActor
+final class AppDelegate: UIApplicationDelegate {
+    func application(_ application: UIApplication, didRegisterForRemoteNotificationsWithDeviceToken deviceToken: Data) {
+        say("token \(deviceToken.map { String(format: "%02x", $0) }.joined())")
+    }
+
+    func application(_ application: UIApplication, didFailToRegisterForRemoteNotificationsWithError error: any Error) {
+        say("remote registration failed: \(error)")
+    }
+
+    func application(_ application: UIApplication, didReceiveRemoteNotification userInfo: [AnyHashable: Any],
+                     fetchCompletionHandler completionHandler: @escaping @Sendable (UIBackgroundFetchResult) -> Void) {
+        let keys = userInfo.keys.map { "\($0)" }.sorted().joined(separator: ",")
+        say("silent push keys=\(keys)")
+        completionHandler(.newData)
     }
 }
 
@@ -72,14 +95,18 @@ let center = UNUserNotificationCenter.current()
 let handler = NotificationHandler()
 center.delegate = handler
 let listenOnly = CommandLine.arguments.contains("--listen")
+let remote = CommandLine.arguments.contains("--remote")
+let appDelegate = AppDelegate()
+UIApplication.shared.delegate = appDelegate
 
 do {
     if !listenOnly {
         let granted = try await center.requestAuthorization(options: [.alert, .sound, .badge])
         say("authorization granted=\(granted)")
         registerCategories(center)
-        if granted { try await schedule(center) }
+        if granted, !remote { try await schedule(center) }
     }
+    if remote { UIApplication.shared.registerForRemoteNotifications() }
     say("waiting for responses")
     while true { try await Task.sleep(for: .seconds(3600)) }
 } catch {

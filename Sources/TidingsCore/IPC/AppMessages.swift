@@ -52,6 +52,14 @@ public enum AppRequest: Sendable, Hashable, Codable {
     case responseHandled(eventID: UInt64)
     /// The app called the completion handler of a background (silent push) wake.
     case backgroundFetchCompleted(eventID: UInt64, result: Int)
+    /// `UIApplication.registerForRemoteNotifications()`: answered with `deviceToken`, or a
+    /// failure when no gateway is configured or reachable (docs/remote-notifications.md).
+    case registerForRemoteNotifications
+    /// `UIApplication.unregisterForRemoteNotifications()`: the app's tokens die at the gateway.
+    case unregisterForRemoteNotifications
+    /// The process has (true) or no longer has (false) an application delegate for silent
+    /// pushes; held `remoteNotification` events flow once true.
+    case setRemoteNotificationDelegate(Bool)
 }
 
 public enum AppReply: Sendable, Hashable, Codable {
@@ -66,6 +74,8 @@ public enum AppReply: Sendable, Hashable, Codable {
     /// `add` succeeded; the attachments as stored in the data store.
     case added(NotificationRequestValue)
     case admin(AdminReply)
+    /// `registerForRemoteNotifications` succeeded: the app's device token (32 bytes).
+    case deviceToken([UInt8])
 }
 
 public enum DaemonEvent: Sendable, Hashable, Codable {

@@ -6,8 +6,10 @@ extension NotificationEngine {
     /// The delivery pipeline shared by triggers, immediate requests and pushes: decide how
     /// to present (a foreground app's delegate, else the person's settings), record it as
     /// delivered when it goes to the list, apply the badge, and hand it to the presenters.
-    func deliver(_ request: NotificationRequestValue, bundle: String, date: Date, pendingKey: Int64?, nextFire: Date?, keepPending: Bool? = nil) async {
-        guard let settings = try? await settings(bundle) else { return }
+    /// Returns how it was presented; nil when it was not delivered at all.
+    @discardableResult
+    func deliver(_ request: NotificationRequestValue, bundle: String, date: Date, pendingKey: Int64?, nextFire: Date?, keepPending: Bool? = nil) async -> Presentation? {
+        guard let settings = try? await settings(bundle) else { return nil }
         let notification = DeliveredNotificationValue(request: request, date: date)
         let presentation: Presentation
         if !settings.isAllowed {
@@ -24,7 +26,7 @@ extension NotificationEngine {
         do {
             if let pendingKey {
                 guard let outcome = try await store.fire(key: pendingKey, at: date, nextFire: nextFire, keepPending: keep, deliver: presentation.list).value else {
-                    return // removed while we asked the app
+                    return nil // removed while we asked the app
                 }
                 replaced = outcome.replacedDelivered
             } else if presentation.list {
@@ -32,7 +34,7 @@ extension NotificationEngine {
             }
         } catch {
             logger.error("could not record a delivery", metadata: ["app": "\(bundle)", "request": "\(request.identifier)", "error": "\(error)"])
-            return
+            return nil
         }
 
         if let replaced {
@@ -59,6 +61,7 @@ extension NotificationEngine {
             "app": "\(bundle)", "request": "\(request.identifier)",
             "banner": "\(presentation.banner)", "list": "\(presentation.list)",
         ])
+        return presentation
     }
 
     /// Delivers a request right away, without a pending entry (remote notifications).

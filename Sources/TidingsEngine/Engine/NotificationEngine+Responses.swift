@@ -33,6 +33,7 @@ extension NotificationEngine {
         let removed = try await store.removeDelivered([identifier], for: bundle).value
         for presenter in configuration.presenters { await presenter.withdraw(bundleIdentifier: bundle, identifiers: [identifier]) }
         await releaseAttachments(of: removed.map(\.request), bundle: bundle)
+        if case .push? = notification.request.trigger { await remoteAnswered(bundle: bundle, identifier: identifier) }
 
         if actionIdentifier == ActionIdentifier.dismiss, (category?.options ?? 0) & CategoryValue.customDismissAction == 0 {
             return

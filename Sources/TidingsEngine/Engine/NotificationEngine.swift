@@ -49,6 +49,9 @@ public actor NotificationEngine {
     var settleWaiters: [(Date, CheckedContinuation<Void, Never>)] = []
     var deliveries: AsyncStream<@Sendable () async -> Void>.Continuation?
 
+    /// Remote notifications: the gateway link, silent-push budget and wakes (Remote/).
+    var remote = RemoteState()
+
     struct RegionWatch {
         var bundleIdentifier: String
         var region: CircularRegionValue
@@ -71,6 +74,7 @@ public actor NotificationEngine {
     public func uninstall(_ bundleIdentifier: String) async throws {
         let attachments = try await store.removeApp(bundleIdentifier).value
         configuration.attachments.delete(attachments, bundleIdentifier: bundleIdentifier)
+        await remoteAppRemoved(bundleIdentifier)
         apps[bundleIdentifier] = nil
         settingsCache[bundleIdentifier] = nil
         categoriesCache[bundleIdentifier] = nil
@@ -104,6 +108,7 @@ public actor NotificationEngine {
     public func disconnect(_ link: any AppLink) {
         let id = ObjectIdentifier(link)
         sessions[id] = nil
+        remoteSessionEnded(id)
         for (eventID, session) in presentationSession where session == id {
             presentationSession[eventID] = nil
             presentationWaiters.removeValue(forKey: eventID)?.resume(returning: nil)
@@ -181,8 +186,8 @@ public actor NotificationEngine {
                     return Deferred { await Self.reply { try await ticket.value; return .ok } }
                 }
                 return .now(.ok)
-            case .backgroundFetchCompleted:
-                return .now(.ok)
+            case .backgroundFetchCompleted, .registerForRemoteNotifications, .unregisterForRemoteNotifications, .setRemoteNotificationDelegate:
+                return await handleRemote(request, session: id, bundle: bundle)
             }
         } catch let error as NotificationError {
             return .now(.failure(error))

@@ -1,0 +1,119 @@
+import Foundation
+
+/// A push as the device keeps it between receipt and presentation: what the device channel
+/// delivered (`DevicePush`) with the app it is for.
+public struct RemotePush: Sendable, Hashable, Codable {
+    public var apnsID: String
+    /// The gateway's sequence number (with `apnsID`, the key the device dedupes by).
+    public var sequence: Int64
+    /// The app: the topic without its push type's suffix.
+    public var bundleIdentifier: String
+    public var pushType: String
+    public var priority: Int
+    public var collapseID: String?
+    /// Milliseconds since 1970; equal to `acceptedAt` for `apns-expiration: 0` (deliver now, never store).
+    public var expiresAt: Int64
+    public var acceptedAt: Int64
+    /// The provider's JSON body, as sent.
+    public var payload: String
+
+    public init(apnsID: String, sequence: Int64, bundleIdentifier: String, pushType: String, priority: Int,
+                collapseID: String?, expiresAt: Int64, acceptedAt: Int64, payload: String) {
+        self.apnsID = apnsID
+        self.sequence = sequence
+        self.bundleIdentifier = bundleIdentifier
+        self.pushType = pushType
+        self.priority = priority
+        self.collapseID = collapseID
+        self.expiresAt = expiresAt
+        self.acceptedAt = acceptedAt
+        self.payload = payload
+    }
+
+    /// The push as the device channel delivered it; nil when its topic does not fit its
+    /// push type (the gateway never sends such a push).
+    public init?(_ push: DevicePush) {
+        guard let topic = Topic(rawValue: push.topic), let bundle = try? topic.bundleID(for: push.pushType) else { return nil }
+        self.init(apnsID: push.apnsID, sequence: push.sequence, bundleIdentifier: bundle, pushType: push.pushType.rawValue,
+                  priority: push.priority.rawValue, collapseID: push.collapseID, expiresAt: push.expiresAt,
+                  acceptedAt: push.acceptedAt, payload: String(decoding: push.payload, as: UTF8.self))
+    }
+
+    /// The request identifier iOS gives the notification: `apns-collapse-id` when present
+    /// (a later push with the same one replaces it), else the `apns-id`.
+    public var requestIdentifier: String { collapseID.flatMap { $0.isEmpty ? nil : $0 } ?? apnsID }
+
+    /// Whether the push's lifetime is over at `now`. A push sent with `apns-expiration: 0`
+    /// (expiry = acceptance) is shown when it arrives, as the gateway sends it only then.
+    public func isExpired(at now: Date) -> Bool {
+        expiresAt > acceptedAt && Int64((now.timeIntervalSince1970 * 1000).rounded(.down)) >= expiresAt
+    }
+}
+
+/// What the device does with a push: the pure part of the remote pipeline.
+public struct RemoteNotificationPlan: Sendable, Hashable {
+    /// The notification to deliver (trigger `.push`); nil for a push with nothing to show.
+    public var request: NotificationRequestValue?
+    /// `mutable-content` with an alert: the app's service extension may change the content first.
+    public var wantsServiceExtension: Bool
+    /// `content-available`: the app's background callback gets `userInfo`.
+    public var wakesApp: Bool
+    /// A silent push only: `content-available` without alert, badge or sound.
+    public var isBackgroundOnly: Bool
+    /// The whole payload, as `userInfo` and the background callback see it.
+    public var userInfo: [String: PropertyListValue]
+}
+
+/// Payload → notification, as iOS builds it before any service extension runs.
+public enum RemoteNotificationMapping {
+    /// Plans a push: its request (identifier from `apns-collapse-id` or `apns-id`, content
+    /// from every `aps` key with loc keys resolved from `localizedStrings` in the first of
+    /// `languages` that has a table, trigger `UNPushNotificationTrigger`) and whether it
+    /// wakes the app.
+    public static func plan(_ push: RemotePush, localizedStrings: [String: [String: String]] = [:],
+                            languages: [String] = preferredLanguages()) throws(APNsPayloadError) -> RemoteNotificationPlan {
+        let payload = try APNsPayload(json: Array(push.payload.utf8))
+        let table = localizationTable(localizedStrings, languages: languages)
+        let content = payload.notificationContent(localize: { table[$0] })
+        let showsSomething = content.hasAlertContent || content.badge != nil || content.sound != nil
+        return RemoteNotificationPlan(
+            request: showsSomething ? NotificationRequestValue(identifier: push.requestIdentifier, content: content, trigger: .push) : nil,
+            wantsServiceExtension: payload.wantsServiceExtension && content.hasAlertContent,
+            wakesApp: payload.aps.contentAvailable,
+            isBackgroundOnly: payload.isBackgroundUpdate,
+            userInfo: content.userInfo)
+    }
+
+    /// The strings table for the person's languages: the first of `languages` (`de-CH`, then
+    /// `de`) that the app has, else `en`, else `Base`, else none (keys show as themselves).
+    public static func localizationTable(_ tables: [String: [String: String]], languages: [String]) -> [String: String] {
+        var candidates: [String] = []
+        for language in languages {
+            let normalized = language.replacingOccurrences(of: "_", with: "-")
+            candidates.append(normalized)
+            if let base = normalized.split(separator: "-").first { candidates.append(String(base)) }
+        }
+        candidates += ["en", "Base"]
+        for candidate in candidates {
+            if let table = tables[candidate] ?? tables.first(where: { $0.key.caseInsensitiveCompare(candidate) == .orderedSame })?.value {
+                return table
+            }
+        }
+        return [:]
+    }
+
+    /// The person's languages from the POSIX locale variables (`LANGUAGE`, `LC_ALL`,
+    /// `LC_MESSAGES`, `LANG`): `de_CH.UTF-8` → `de-CH`.
+    public static func preferredLanguages(environment: [String: String] = ProcessInfo.processInfo.environment) -> [String] {
+        var out: [String] = []
+        if let list = environment["LANGUAGE"], !list.isEmpty { out += list.split(separator: ":").map(String.init) }
+        for key in ["LC_ALL", "LC_MESSAGES", "LANG"] {
+            if let value = environment[key], !value.isEmpty { out.append(value); break }
+        }
+        return out.compactMap { value in
+            let name = value.split(separator: ".").first.map(String.init) ?? value
+            guard name != "C", name != "POSIX", !name.isEmpty else { return nil }
+            return name.replacingOccurrences(of: "_", with: "-")
+        }
+    }
+}

@@ -1,0 +1,275 @@
+import Crypto
+import Foundation
+import Logging
+import TidingsCore
+import TidingsDevice
+import TidingsEngine
+
+/// Where the daemon's push gateway is (its device channel) and how to trust it.
+public struct GatewayLinkConfiguration: Sendable {
+    public var host: String
+    public var port: Int
+    /// PEM certificates to trust; `tidings serve` passes the gateway's self-signed one.
+    public var trustRootPaths: [String]
+    /// The environment the daemon's apps get tokens for (`aps-environment`).
+    public var environment: APNsEnvironment = .development
+    /// Reconnection backoff: doubled after each failed attempt, up to the maximum.
+    public var initialBackoff: Duration = .milliseconds(100)
+    public var maximumBackoff: Duration = .seconds(30)
+
+    public init(host: String, port: Int, trustRootPaths: [String]) {
+        self.host = host
+        self.port = port
+        self.trustRootPaths = trustRootPaths
+    }
+
+    /// `HOST:PORT` (`[::1]:2196` for IPv6).
+    public init?(address: String, trustRootPaths: [String]) {
+        guard let colon = address.lastIndex(of: ":"), let port = Int(address[address.index(after: colon)...]), (0...65535).contains(port) else { return nil }
+        var host = String(address[..<colon])
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        guard !host.isEmpty else { return nil }
+        self.init(host: host, port: port, trustRootPaths: trustRootPaths)
+    }
+}
+
+/// The daemon on the gateway (docs/remote-notifications.md): keeps a device-channel
+/// connection open (device key in the data directory, reconnecting with backoff), makes
+/// every push durable in the inbox before acknowledging it, hands pushes to the engine in
+/// order, asks for device tokens, and reports presented/answered back to the gateway.
+public actor GatewayLink: RemoteNotificationLink {
+    private enum Phase {
+        case idle
+        case connecting
+        case connected(DeviceConnection)
+    }
+
+    public let configuration: GatewayLinkConfiguration
+    private let engine: NotificationEngine
+    private let inbox: RemoteInbox
+    private let deviceKey: P256.Signing.PrivateKey
+    private let clock: any WallClock
+    private let logger: Logger
+    private var phase: Phase = .idle
+    private var lastError: String = "not connected yet"
+    private var connectWaiters: [CheckedContinuation<DeviceConnection?, Never>] = []
+    /// Events reported while disconnected, sent on the next connection.
+    private var pendingEvents: [(DeviceDeliveryEvent, String)] = []
+    private let work: AsyncStream<Void>.Continuation
+    private let workStream: AsyncStream<Void>
+    /// Pushes handed to the engine (for tests and logs).
+    public private(set) var processedCount = 0
+
+    /// Opens (creating) the inbox `remote.sqlite` and the device key `device-key.pem` in
+    /// `dataDirectory`.
+    public init(configuration: GatewayLinkConfiguration, dataDirectory: String, engine: NotificationEngine,
+                clock: any WallClock = SystemWallClock(), logger: Logger = Logger(label: "tidings.remote")) throws {
+        self.configuration = configuration
+        self.engine = engine
+        self.inbox = try RemoteInbox(path: dataDirectory + "/remote.sqlite")
+        self.deviceKey = try DeviceKeyFile.loadOrCreate(path: dataDirectory + "/device-key.pem")
+        self.clock = clock
+        self.logger = logger
+        (workStream, work) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
+    }
+
+    /// The gateway's id for this device.
+    public nonisolated var deviceID: String { DeviceChallenge.deviceID(publicKey: deviceKey.publicKey) }
+
+    /// Runs until cancelled: first hands the engine what was received but not processed
+    /// before a crash, then connects and reconnects.
+    public func run() async {
+        try? inbox.prune(before: clock.now.addingTimeInterval(-31 * 24 * 3600))
+        await processInbox(recovering: true)
+        await withDiscardingTaskGroup { group in
+            group.addTask { await self.processLoop() }
+            group.addTask { await self.connectLoop() }
+        }
+        if case .connected(let connection) = phase { await connection.close() }
+    }
+
+    private func connectLoop() async {
+        var backoff = configuration.initialBackoff
+        let deviceConfiguration = DeviceClientConfiguration(host: configuration.host, port: configuration.port, deviceKey: deviceKey,
+                                                            trustRootPaths: configuration.trustRootPaths)
+        while !Task.isCancelled {
+            phase = .connecting
+            do {
+                let connection = try await DeviceConnection.connect(deviceConfiguration, logger: logger)
+                backoff = configuration.initialBackoff
+                await connected(connection)
+                await withTaskCancellationHandler {
+                    await consume(connection)
+                } onCancel: {
+                    Task { await connection.close() }
+                }
+                lastError = "the connection to the gateway at \(configuration.host):\(configuration.port) closed"
+            } catch {
+                lastError = "cannot reach the push gateway at \(configuration.host):\(configuration.port): \(error)"
+                logger.debug("gateway connection failed", metadata: ["error": "\(error)"])
+            }
+            phase = .idle
+            for waiter in connectWaiters { waiter.resume(returning: nil) }
+            connectWaiters.removeAll()
+            if Task.isCancelled { break }
+            // Real time: the network's, not a clock under test.
+            try? await Task.sleep(for: backoff)
+            backoff = min(backoff * 2, configuration.maximumBackoff)
+        }
+    }
+
+    private func connected(_ connection: DeviceConnection) async {
+        logger.info("connected to the push gateway", metadata: ["device": "\(connection.deviceID)"])
+        // Removals first: a reinstalled app's new registration must come after them.
+        for bundle in (try? inbox.removals()) ?? [] {
+            do {
+                try await connection.removeApp(topic: bundle)
+                try inbox.clearRemoval(bundle)
+            } catch {
+                logger.warning("could not tell the gateway an app was removed", metadata: ["app": "\(bundle)", "error": "\(error)"])
+            }
+        }
+        for (event, apnsID) in pendingEvents { connection.report(event, apnsID: apnsID) }
+        pendingEvents.removeAll()
+        phase = .connected(connection)
+        for waiter in connectWaiters { waiter.resume(returning: connection) }
+        connectWaiters.removeAll()
+    }
+
+    /// Receipt: durable first, then the acknowledgement; redeliveries are acknowledged again
+    /// and not processed twice.
+    private func consume(_ connection: DeviceConnection) async {
+        do {
+            for try await push in connection.pushes {
+                guard let remote = RemotePush(push) else {
+                    logger.warning("dropped a push whose topic does not fit its push type", metadata: ["apns-id": "\(push.apnsID)"])
+                    connection.acknowledge(push)
+                    continue
+                }
+                let inserted: Bool
+                do {
+                    inserted = try inbox.receive(remote, at: clock.now)
+                } catch {
+                    // Not durable: not acknowledged; the gateway sends it again on the next connection.
+                    logger.error("could not store a push; reconnecting", metadata: ["error": "\(error)"])
+                    await connection.close()
+                    return
+                }
+                connection.acknowledge(push)
+                if inserted { work.yield() }
+            }
+        } catch {
+            logger.debug("device channel ended", metadata: ["error": "\(error)"])
+        }
+    }
+
+    private func processLoop() async {
+        for await _ in workStream {
+            await processInbox(recovering: false)
+        }
+    }
+
+    /// Hands every unprocessed push to the engine, in order. After a crash (`recovering`), a
+    /// push whose notification is already in the delivered list is not shown again.
+    private func processInbox(recovering: Bool) async {
+        guard let pushes = try? inbox.unprocessed() else { return }
+        for push in pushes {
+            if recovering, await engine.hasDeliveredRemote(push) {
+                try? inbox.markProcessed(push)
+                continue
+            }
+            let outcome = await engine.receiveRemote(push)
+            logger.debug("remote notification", metadata: ["apns-id": "\(push.apnsID)", "outcome": "\(outcome)"])
+            do { try inbox.markProcessed(push) } catch {
+                logger.error("could not mark a push processed", metadata: ["error": "\(error)"])
+            }
+            processedCount += 1
+        }
+    }
+
+    // MARK: RemoteNotificationLink
+
+    private func connection() async throws(NotificationError) -> DeviceConnection {
+        switch phase {
+        case .connected(let connection): return connection
+        case .connecting:
+            let connection = await withCheckedContinuation { connectWaiters.append($0) }
+            if let connection { return connection }
+        case .idle: break
+        }
+        throw NotificationError(.daemonUnavailable, "remote notifications are unavailable: \(lastError)")
+    }
+
+    public func deviceToken(for bundleIdentifier: String) async throws(NotificationError) -> [UInt8] {
+        let connection = try await connection()
+        do {
+            return try await connection.requestToken(topic: bundleIdentifier, environment: configuration.environment).bytes
+        } catch {
+            throw NotificationError(.daemonUnavailable, "the push gateway gave no device token for \(bundleIdentifier): \(error)")
+        }
+    }
+
+    public func unregister(_ bundleIdentifier: String) async throws(NotificationError) {
+        do { try inbox.addRemoval(bundleIdentifier) } catch {
+            throw NotificationError(.invalidRequest, "could not record the unregistration: \(error)")
+        }
+        await sendRemoval(bundleIdentifier)
+    }
+
+    public func appRemoved(_ bundleIdentifier: String) async {
+        do { try inbox.addRemoval(bundleIdentifier) } catch {
+            logger.error("could not record an app removal for the gateway", metadata: ["app": "\(bundleIdentifier)", "error": "\(error)"])
+        }
+        await sendRemoval(bundleIdentifier)
+    }
+
+    private func sendRemoval(_ bundle: String) async {
+        guard case .connected(let connection) = phase else { return } // sent on the next connection
+        do {
+            try await connection.removeApp(topic: bundle)
+            try inbox.clearRemoval(bundle)
+        } catch {
+            logger.warning("the gateway did not confirm an app removal; retrying on the next connection", metadata: ["app": "\(bundle)", "error": "\(error)"])
+        }
+    }
+
+    public func presented(_ push: RemotePush) async {
+        report(.presented, apnsID: push.apnsID)
+    }
+
+    public func answered(bundleIdentifier: String, requestIdentifier: String) async {
+        guard let apnsID = try? inbox.apnsID(bundle: bundleIdentifier, identifier: requestIdentifier) else { return }
+        report(.answered, apnsID: apnsID)
+    }
+
+    private func report(_ event: DeviceDeliveryEvent, apnsID: String) {
+        if case .connected(let connection) = phase {
+            connection.report(event, apnsID: apnsID)
+        } else {
+            pendingEvents.append((event, apnsID))
+        }
+    }
+
+    /// Whether the link is connected now.
+    public var isConnected: Bool {
+        if case .connected = phase { return true }
+        return false
+    }
+}
+
+/// The device key: `device-key.pem` (PKCS#8 PEM, mode 0600), made on first start. Losing it
+/// makes the daemon a new device to the gateway (its apps need new tokens).
+enum DeviceKeyFile {
+    static func loadOrCreate(path: String) throws -> P256.Signing.PrivateKey {
+        if let pem = try? String(contentsOfFile: path, encoding: .utf8) {
+            return try P256.Signing.PrivateKey(pemRepresentation: pem)
+        }
+        let key = P256.Signing.PrivateKey()
+        let temporary = path + ".tmp"
+        guard FileManager.default.createFile(atPath: temporary, contents: Data(key.pemRepresentation.utf8), attributes: [.posixPermissions: 0o600]) else {
+            throw NotificationError(.daemonUnavailable, "cannot write the device key to \(temporary)")
+        }
+        guard rename(temporary, path) == 0 else { throw NotificationError(.daemonUnavailable, "cannot create the device key \(path)") }
+        return key
+    }
+}

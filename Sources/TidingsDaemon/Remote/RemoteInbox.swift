@@ -1,0 +1,90 @@
+import Foundation
+import GRDB
+import TidingsCore
+
+/// The daemon's durable record of pushes (`remote.sqlite` in the data directory): a push is
+/// written here — and only then acknowledged to the gateway — so a `kill -9` between
+/// receipt and acknowledgement loses nothing; a redelivered push finds its row and is not
+/// shown twice. Also keeps app removals that the gateway has not heard of yet.
+final class RemoteInbox: Sendable {
+    private let queue: DatabaseQueue
+
+    init(path: String) throws {
+        var configuration = Configuration()
+        configuration.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA synchronous = FULL")
+        }
+        queue = try DatabaseQueue(path: path, configuration: configuration)
+        try queue.write { db in
+            try db.execute(sql: """
+                CREATE TABLE IF NOT EXISTS push (
+                    apns_id TEXT NOT NULL, sequence INTEGER NOT NULL, bundle TEXT NOT NULL, identifier TEXT NOT NULL,
+                    push_type TEXT NOT NULL, priority INTEGER NOT NULL, collapse_id TEXT,
+                    expires_at INTEGER NOT NULL, accepted_at INTEGER NOT NULL, payload TEXT NOT NULL,
+                    received_at INTEGER NOT NULL, processed INTEGER NOT NULL DEFAULT 0,
+                    PRIMARY KEY (apns_id, sequence));
+                CREATE INDEX IF NOT EXISTS push_unprocessed ON push(processed, received_at);
+                CREATE INDEX IF NOT EXISTS push_identifier ON push(bundle, identifier);
+                CREATE TABLE IF NOT EXISTS pending_removal (bundle TEXT PRIMARY KEY NOT NULL);
+                """)
+        }
+    }
+
+    /// Makes a push durable; false when it was already here (a redelivery).
+    func receive(_ push: RemotePush, at now: Date) throws -> Bool {
+        try queue.write { db in
+            try db.execute(sql: """
+                INSERT OR IGNORE INTO push (apns_id, sequence, bundle, identifier, push_type, priority, collapse_id,
+                                            expires_at, accepted_at, payload, received_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """, arguments: [push.apnsID, push.sequence, push.bundleIdentifier, push.requestIdentifier, push.pushType,
+                                 push.priority, push.collapseID, push.expiresAt, push.acceptedAt, push.payload,
+                                 Int64(now.timeIntervalSince1970 * 1000)])
+            return db.changesCount > 0
+        }
+    }
+
+    /// Pushes received and not yet handed to the engine, in order of receipt.
+    func unprocessed() throws -> [RemotePush] {
+        try queue.read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM push WHERE processed = 0 ORDER BY received_at, sequence").map { row in
+                RemotePush(apnsID: row["apns_id"], sequence: row["sequence"], bundleIdentifier: row["bundle"], pushType: row["push_type"],
+                           priority: row["priority"], collapseID: row["collapse_id"], expiresAt: row["expires_at"],
+                           acceptedAt: row["accepted_at"], payload: row["payload"])
+            }
+        }
+    }
+
+    func markProcessed(_ push: RemotePush) throws {
+        try queue.write { db in
+            try db.execute(sql: "UPDATE push SET processed = 1 WHERE apns_id = ? AND sequence = ?", arguments: [push.apnsID, push.sequence])
+        }
+    }
+
+    /// The apns-id of the latest push that became this request identifier.
+    func apnsID(bundle: String, identifier: String) throws -> String? {
+        try queue.read { db in
+            try String.fetchOne(db, sql: "SELECT apns_id FROM push WHERE bundle = ? AND identifier = ? ORDER BY received_at DESC, sequence DESC LIMIT 1",
+                                arguments: [bundle, identifier])
+        }
+    }
+
+    /// Forgets processed pushes received before `date` (they can no longer come again).
+    func prune(before date: Date) throws {
+        try queue.write { db in
+            try db.execute(sql: "DELETE FROM push WHERE processed = 1 AND received_at < ?", arguments: [Int64(date.timeIntervalSince1970 * 1000)])
+        }
+    }
+
+    func addRemoval(_ bundle: String) throws {
+        try queue.write { db in try db.execute(sql: "INSERT OR IGNORE INTO pending_removal (bundle) VALUES (?)", arguments: [bundle]) }
+    }
+
+    func removals() throws -> [String] {
+        try queue.read { db in try String.fetchAll(db, sql: "SELECT bundle FROM pending_removal ORDER BY bundle") }
+    }
+
+    func clearRemoval(_ bundle: String) throws {
+        try queue.write { db in try db.execute(sql: "DELETE FROM pending_removal WHERE bundle = ?", arguments: [bundle]) }
+    }
+}

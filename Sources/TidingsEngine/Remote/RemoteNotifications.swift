@@ -1,0 +1,297 @@
+import Foundation
+import TidingsCore
+
+/// The engine's way to the push gateway: the daemon's gateway link implements it
+/// (`TidingsDaemon`'s `GatewayLink`), tests may use a double.
+public protocol RemoteNotificationLink: Sendable {
+    /// The app's device token (topic = bundle ID), issued by the gateway; stable until
+    /// the app is removed. Fails when no gateway is reachable.
+    func deviceToken(for bundleIdentifier: String) async throws(NotificationError) -> [UInt8]
+    /// `unregisterForRemoteNotifications()`: the app's tokens die (providers get `410`).
+    func unregister(_ bundleIdentifier: String) async throws(NotificationError)
+    /// The app was removed from the device: its tokens die; a reinstall gets a new one.
+    /// Must not fail: the link keeps the removal until the gateway has it.
+    func appRemoved(_ bundleIdentifier: String) async
+    /// A remote notification was shown to the person (delivery inspection).
+    func presented(_ push: RemotePush) async
+    /// The person answered the remote notification with this request identifier.
+    func answered(bundleIdentifier: String, requestIdentifier: String) async
+}
+
+/// How the engine treats remote notifications.
+public struct RemoteConfiguration: Sendable, Hashable {
+    /// Silent pushes (`content-available` alone) that wake one app per window; beyond it
+    /// the newest is held until the budget allows, or until the person opens the app
+    /// (Apple: "don't try to send more than two or three per hour"). 0: no limit.
+    public var backgroundBudget: Int = 3
+    /// The budget's sliding window, in seconds of the engine's clock.
+    public var backgroundWindow: TimeInterval = 3600
+    /// Wakes kept for an app that is being launched or has no application delegate yet.
+    public var maximumWaitingWakes: Int = 16
+    /// The person's languages, for `loc-key`s (first match wins; then `en`, `Base`).
+    public var languages: [String] = RemoteNotificationMapping.preferredLanguages()
+
+    public init() {}
+}
+
+/// What became of a push.
+public enum RemoteOutcome: Sendable, Hashable {
+    /// Its `apns-expiration` passed before it could be shown: never shown.
+    case expired
+    /// No installed app has its bundle ID.
+    case unknownApp
+    /// The payload is not a JSON object (the gateway refuses those; kept for safety).
+    case invalidPayload(String)
+    /// Delivered: `presented` when the person saw it (banner or list); `wake` when it
+    /// carried `content-available`.
+    case delivered(presented: Bool, wake: RemoteWake?)
+}
+
+/// What happened to a `content-available` push's wake.
+public enum RemoteWake: Sendable, Hashable {
+    /// Sent to the app's running process.
+    case sent
+    /// Waiting for the app's process: launched in the background, or it has no delegate yet.
+    case waiting
+    /// Over the silent-push budget: held (only the newest) until the budget allows.
+    case throttled
+}
+
+/// The engine's remote-notification state (a stored property of the engine).
+struct RemoteState {
+    var link: (any RemoteNotificationLink)?
+    var configuration = RemoteConfiguration()
+    /// Sessions whose process has an application delegate for silent pushes.
+    var delegateSessions: Set<ObjectIdentifier> = []
+    /// Wakes waiting for a process with an application delegate, per app.
+    var waiting: [String: [[String: PropertyListValue]]] = [:]
+    /// The newest silent push over the budget, per app.
+    var throttled: [String: [String: PropertyListValue]] = [:]
+    /// When each app was woken within the window.
+    var wakes: [String: [Date]] = [:]
+    var releaseTimers: [String: Task<Void, Never>] = [:]
+    /// Background wakes sent and not yet completed: event → app.
+    var openWakes: [UInt64: String] = [:]
+    /// Completion results the apps reported (for inspection and tests).
+    var completedWakes: [(bundle: String, result: Int)] = []
+}
+
+extension NotificationEngine {
+    /// Connects the engine to a gateway (`registerForRemoteNotifications` needs one) and
+    /// sets how pushes are treated.
+    public func setRemote(link: (any RemoteNotificationLink)?, configuration: RemoteConfiguration = RemoteConfiguration()) {
+        remote.link = link
+        remote.configuration = configuration
+    }
+
+    /// The remote pipeline: a push that the device made durable becomes a notification
+    /// (through the app's service extension when it asks for one) and/or a background wake.
+    /// Expired pushes are never shown.
+    public func receiveRemote(_ push: RemotePush) async -> RemoteOutcome {
+        let bundle = push.bundleIdentifier
+        if push.isExpired(at: clock.now) {
+            logger.info("remote notification expired before it could be shown", metadata: ["app": "\(bundle)", "apns-id": "\(push.apnsID)"])
+            return .expired
+        }
+        guard let app = try? await app(bundle) else {
+            logger.notice("remote notification for an app that is not installed", metadata: ["app": "\(bundle)", "apns-id": "\(push.apnsID)"])
+            return .unknownApp
+        }
+        let plan: RemoteNotificationPlan
+        do {
+            plan = try RemoteNotificationMapping.plan(push, localizedStrings: app.localizedStrings, languages: remote.configuration.languages)
+        } catch {
+            logger.warning("remote notification with a bad payload", metadata: ["app": "\(bundle)", "apns-id": "\(push.apnsID)", "error": "\(error)"])
+            return .invalidPayload(error.description)
+        }
+        var presented = false
+        if var request = plan.request {
+            inFlight += 1
+            if plan.wantsServiceExtension, let runner = configuration.serviceExtensions,
+               let service = app.extensions.first(where: { $0.point == .service }) {
+                let outcome = await runner.modify(request, app: app, extension: service)
+                if let failure = outcome.failure {
+                    logger.warning("service extension failed; delivering its best attempt or the original", metadata: [
+                        "app": "\(bundle)", "apns-id": "\(push.apnsID)", "failure": "\(failure)"])
+                }
+                request.content = outcome.content
+                request.identifier = push.requestIdentifier
+                request.trigger = .push
+                if !request.content.attachments.isEmpty {
+                    do {
+                        request.content.attachments = try configuration.attachments.ingest(request.content.attachments, bundleIdentifier: bundle, appDirectory: app.directory)
+                    } catch {
+                        logger.warning("dropped the service extension's attachments", metadata: ["app": "\(bundle)", "error": "\(error)"])
+                        request.content.attachments = []
+                    }
+                }
+            }
+            let presentation = await deliver(request, bundle: bundle, date: clock.now, pendingKey: nil, nextFire: nil)
+            finishedDelivery()
+            presented = presentation?.isVisible ?? false
+            if presented, let link = remote.link { await link.presented(push) }
+        }
+        var wake: RemoteWake?
+        if plan.wakesApp {
+            wake = await wakeApp(bundle, userInfo: plan.userInfo, countsAgainstBudget: plan.isBackgroundOnly)
+        }
+        return .delivered(presented: presented, wake: wake)
+    }
+
+    /// Whether this push's notification is already in the app's delivered list (same request
+    /// identifier, same payload): how the daemon avoids showing a push twice after a crash.
+    public func hasDeliveredRemote(_ push: RemotePush) async -> Bool {
+        guard let delivered = try? await store.deliveredNotification(push.requestIdentifier, for: push.bundleIdentifier).value,
+              case .push? = delivered.request.trigger,
+              let plan = try? RemoteNotificationMapping.plan(push) else { return false }
+        return delivered.request.content.userInfo == plan.userInfo
+    }
+
+    /// Background wakes the apps completed: (app, `UIBackgroundFetchResult` raw value).
+    public func completedBackgroundWakes() -> [(bundle: String, result: Int)] { remote.completedWakes }
+
+    // MARK: App requests
+
+    func handleRemote(_ request: AppRequest, session id: ObjectIdentifier, bundle: String) async -> Deferred<AppReply> {
+        switch request {
+        case .registerForRemoteNotifications:
+            guard let link = remote.link else { return .now(.failure(Self.noGateway)) }
+            return Deferred {
+                do throws(NotificationError) {
+                    return .deviceToken(try await link.deviceToken(for: bundle))
+                } catch {
+                    return .failure(error)
+                }
+            }
+        case .unregisterForRemoteNotifications:
+            guard let link = remote.link else { return .now(.failure(Self.noGateway)) }
+            return Deferred {
+                do throws(NotificationError) {
+                    try await link.unregister(bundle)
+                    return .ok
+                } catch {
+                    return .failure(error)
+                }
+            }
+        case .setRemoteNotificationDelegate(let present):
+            if present {
+                remote.delegateSessions.insert(id)
+                await flushWakes(bundle, personOpened: sessions[id]?.state == .active)
+            } else {
+                remote.delegateSessions.remove(id)
+            }
+            return .now(.ok)
+        case .backgroundFetchCompleted(let eventID, let result):
+            if let app = remote.openWakes.removeValue(forKey: eventID), app == bundle {
+                remote.completedWakes.append((app, result))
+                logger.debug("background wake completed", metadata: ["app": "\(bundle)", "result": "\(result)"])
+            }
+            return .now(.ok)
+        default:
+            return .now(.failure(NotificationError(.invalidRequest, "not a remote-notification request")))
+        }
+    }
+
+    static var noGateway: NotificationError {
+        NotificationError(.daemonUnavailable,
+            "remote notifications are not available: the daemon is not connected to a push gateway (run `tidings serve`, or `tidings daemon --gateway HOST:PORT --gateway-cert PEM`)")
+    }
+
+    // MARK: Hooks
+
+    func remoteSessionEnded(_ id: ObjectIdentifier) {
+        remote.delegateSessions.remove(id)
+        for (eventID, app) in remote.openWakes where !sessions.values.contains(where: { $0.bundleIdentifier == app }) {
+            remote.openWakes[eventID] = nil
+        }
+    }
+
+    func remoteAppRemoved(_ bundle: String) async {
+        remote.waiting[bundle] = nil
+        remote.throttled[bundle] = nil
+        remote.wakes[bundle] = nil
+        remote.releaseTimers.removeValue(forKey: bundle)?.cancel()
+        if let link = remote.link { await link.appRemoved(bundle) }
+    }
+
+    func remoteAnswered(bundle: String, identifier: String) async {
+        if let link = remote.link { await link.answered(bundleIdentifier: bundle, requestIdentifier: identifier) }
+    }
+
+    // MARK: Silent pushes
+
+    /// Wakes the app with a push's `userInfo` (`application(_:didReceiveRemoteNotification:
+    /// fetchCompletionHandler:)`), within the silent-push budget when it counts.
+    func wakeApp(_ bundle: String, userInfo: [String: PropertyListValue], countsAgainstBudget: Bool) async -> RemoteWake {
+        let budget = remote.configuration.backgroundBudget
+        if countsAgainstBudget, budget > 0 {
+            let now = clock.now
+            let window = remote.configuration.backgroundWindow
+            var recent = remote.wakes[bundle, default: []].filter { now.timeIntervalSince($0) < window }
+            if recent.count >= budget {
+                remote.wakes[bundle] = recent
+                remote.throttled[bundle] = userInfo // Apple keeps only the newest
+                scheduleThrottleRelease(bundle, at: recent.min()!.addingTimeInterval(window))
+                logger.info("silent push over the budget; holding the newest", metadata: ["app": "\(bundle)", "budget": "\(budget)"])
+                return .throttled
+            }
+            recent.append(now)
+            remote.wakes[bundle] = recent
+        }
+        return await dispatchWake(bundle, userInfo: userInfo)
+    }
+
+    private func dispatchWake(_ bundle: String, userInfo: [String: PropertyListValue]) async -> RemoteWake {
+        if let target = wakeTarget(bundle) {
+            send(wake: userInfo, bundle: bundle, to: target)
+            return .sent
+        }
+        var queue = remote.waiting[bundle, default: []]
+        queue.append(userInfo)
+        if queue.count > remote.configuration.maximumWaitingWakes { queue.removeFirst(queue.count - remote.configuration.maximumWaitingWakes) }
+        remote.waiting[bundle] = queue
+        if !sessions.values.contains(where: { $0.bundleIdentifier == bundle }) {
+            await launch(bundle, state: .background)
+        }
+        return .waiting
+    }
+
+    private func wakeTarget(_ bundle: String) -> (any AppLink)? {
+        sessions.first { remote.delegateSessions.contains($0.key) && $0.value.bundleIdentifier == bundle }?.value.link
+    }
+
+    private func send(wake userInfo: [String: PropertyListValue], bundle: String, to link: any AppLink) {
+        let eventID = nextEventID
+        nextEventID += 1
+        remote.openWakes[eventID] = bundle
+        link.send(.remoteNotification(eventID: eventID, userInfo: userInfo))
+    }
+
+    /// A process with an application delegate appeared: it gets the wakes that waited for
+    /// it, and — when the person opened the app — the one held over the budget.
+    private func flushWakes(_ bundle: String, personOpened: Bool) async {
+        guard let target = wakeTarget(bundle) else { return }
+        for userInfo in remote.waiting.removeValue(forKey: bundle) ?? [] {
+            send(wake: userInfo, bundle: bundle, to: target)
+        }
+        if personOpened, let held = remote.throttled.removeValue(forKey: bundle) {
+            remote.releaseTimers.removeValue(forKey: bundle)?.cancel()
+            send(wake: held, bundle: bundle, to: target)
+        }
+    }
+
+    private func scheduleThrottleRelease(_ bundle: String, at date: Date) {
+        guard remote.releaseTimers[bundle] == nil else { return }
+        let clock = self.clock
+        remote.releaseTimers[bundle] = Task { [weak self] in
+            do { try await clock.sleep(until: date) } catch { return }
+            await self?.releaseThrottled(bundle)
+        }
+    }
+
+    private func releaseThrottled(_ bundle: String) async {
+        remote.releaseTimers[bundle] = nil
+        guard let held = remote.throttled.removeValue(forKey: bundle) else { return }
+        _ = await wakeApp(bundle, userInfo: held, countsAgainstBudget: true)
+    }
+}

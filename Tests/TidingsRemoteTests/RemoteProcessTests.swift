@@ -1,0 +1,283 @@
+import Crypto
+import Foundation
+import Synchronization
+import Testing
+import TidingsCore
+import TidingsDaemon
+import TidingsDevice
+import TidingsGateway
+import TidingsIPC
+import TidingsTesting
+
+/// The package's built executables: siblings of the test bundle.
+enum RemoteBuilt {
+    static var directory: URL {
+        URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
+    }
+    static var tidings: String { directory.appendingPathComponent("tidings").path }
+    static var sampleApp: String { directory.appendingPathComponent("SampleApp").path }
+    static var scripts: URL {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("GatewayClients")
+    }
+    static var python: String? {
+        let env = ProcessInfo.processInfo.environment
+        var candidates: [String] = []
+        if let p = env["TIDINGS_TEST_PYTHON"] { candidates.append(p) }
+        let root = scripts.deletingLastPathComponent().deletingLastPathComponent()
+        candidates += [root.appendingPathComponent(".ci-work/venv/bin/python").path, root.appendingPathComponent(".ci-work/venv-gw/bin/python").path]
+        return candidates.first { FileManager.default.isExecutableFile(atPath: $0) }
+    }
+}
+
+/// A child process whose output goes to a file the test reads; stopped by the test, by PID.
+final class RemoteChild: Sendable {
+    let process: Process
+    let outputPath: String
+
+    init(_ executable: String, _ arguments: [String], environment: [String: String] = [:], directory: URL, name: String) throws {
+        outputPath = directory.appendingPathComponent("\(name)-\(UUID().uuidString.prefix(8)).log").path
+        FileManager.default.createFile(atPath: outputPath, contents: nil)
+        let output = try FileHandle(forWritingTo: URL(fileURLWithPath: outputPath))
+        process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        var env = ProcessInfo.processInfo.environment
+        for (key, value) in environment { env[key] = value }
+        process.environment = env
+        process.standardOutput = output
+        process.standardError = output
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+    }
+
+    var output: String { (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? "" }
+
+    /// The first match of `prefix` followed by a value up to the end of the line.
+    func value(after prefix: String) -> String? {
+        for line in output.split(separator: "\n") {
+            if let r = line.range(of: prefix) { return String(line[r.upperBound...]).trimmingCharacters(in: .whitespaces) }
+        }
+        return nil
+    }
+
+    func port(after marker: String) -> Int? {
+        guard let rest = value(after: marker) else { return nil }
+        return (rest.split(separator: " ").first ?? "").split(separator: ":").last.flatMap { Int($0) }
+    }
+
+    func stop(signal: Int32 = SIGTERM) {
+        if process.isRunning { kill(process.processIdentifier, signal) }
+        process.waitUntilExit()
+    }
+}
+
+func runTidings(_ arguments: [String]) throws -> (status: Int32, output: String) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: RemoteBuilt.tidings)
+    process.arguments = arguments
+    let pipe = Pipe()
+    process.standardOutput = pipe
+    process.standardError = pipe
+    try process.run()
+    let data = pipe.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+}
+
+func requireRemoteTool(_ available: Bool, _ name: String) -> Bool {
+    if available { return true }
+    if ProcessInfo.processInfo.environment["CI"] != nil {
+        Issue.record("\(name) is not available, and CI is set")
+    } else {
+        print("SKIPPED: \(name) is not available")
+    }
+    return false
+}
+
+@Suite("Remote notifications across processes", .serialized)
+struct RemoteProcessTests {
+    static let team = "TEAM123456"
+    static let bundle = "com.example.tidings.sample"
+
+    /// `kill -9` of the real daemon again and again while a provider pushes: every push the
+    /// gateway accepted ends up in the delivered list, and none is printed twice.
+    @Test func daemonKillNineBetweenReceiptAndAckLosesAndDuplicatesNothing() async throws {
+        guard requireRemoteTool(FileManager.default.isExecutableFile(atPath: RemoteBuilt.tidings), "the tidings executable") else { return }
+        let dir = URL(fileURLWithPath: "/tmp/trk-\(UUID().uuidString.prefix(8))")
+        let gatewayDir = dir.appendingPathComponent("gw"), deviceDir = dir.appendingPathComponent("dev")
+        try FileManager.default.createDirectory(at: deviceDir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let registry = try GatewayRegistry(dataDirectory: gatewayDir)
+        let (signingKey, keyRecord) = try registry.createKey(teamID: Self.team)
+        _ = try registry.registerApp(bundleID: Self.bundle, teamID: Self.team, storagePolicy: .all)
+
+        let gateway = try RemoteChild(RemoteBuilt.tidings, ["gateway", "--data-dir", gatewayDir.path, "--listen", "127.0.0.1:0",
+                                                           "--device-listen", "127.0.0.1:0", "--admin-listen", "off", "--device-rate-limit", "0",
+                                                           "--log-level", "error", "--threads", "1"], directory: dir, name: "gateway")
+        defer { gateway.stop() }
+        #expect(await eventually { gateway.port(after: "device channel on ") != nil && gateway.port(after: "provider API on ") != nil })
+        let devicePort = try #require(gateway.port(after: "device channel on "))
+        let providerPort = try #require(gateway.port(after: "provider API on "))
+        let cert = gatewayDir.appendingPathComponent("tls/gateway-cert.pem").path
+
+        // The daemon's device key, made here so the test can learn the app's token first.
+        let deviceKey = P256.Signing.PrivateKey()
+        try deviceKey.pemRepresentation.write(toFile: deviceDir.appendingPathComponent("device-key.pem").path, atomically: true, encoding: .utf8)
+        let probe = try await DeviceConnection.connect(DeviceClientConfiguration(host: "127.0.0.1", port: devicePort, deviceKey: deviceKey, trustRootPaths: [cert]))
+        let token = try await probe.requestToken(topic: Self.bundle, environment: .development).hex
+        await probe.close()
+
+        let socket = deviceDir.appendingPathComponent("daemon.sock").path
+        func startDaemon() throws -> RemoteChild {
+            try RemoteChild(RemoteBuilt.tidings, ["daemon", "--data-dir", deviceDir.path, "--consent", "grant", "--development",
+                                                 "--gateway", "127.0.0.1:\(devicePort)", "--gateway-cert", cert, "--log-level", "error"],
+                            directory: dir, name: "daemon")
+        }
+        var daemon = try startDaemon()
+        // The app (development mode: named by its hello) and the person's consent.
+        let app = Mutex<AppSocketClient?>(nil)
+        _ = await eventually {
+            let c = try? await AppSocketClient.connect(path: socket)
+            app.withLock { $0 = c }
+            return c != nil
+        }
+        let client = try #require(app.withLock { $0 })
+        guard case .hello = try await client.call(.hello(AppHello(bundleIdentifier: Self.bundle, state: .background))) else {
+            Issue.record("the daemon refused the app")
+            return
+        }
+        #expect(try await client.call(.requestAuthorization(AuthorizationOptionsValue(rawValue: 7))) == .authorization(granted: true))
+        client.close()
+
+        var configuration = APNsClientConfiguration(host: "127.0.0.1", port: providerPort, trustRootPaths: [cert])
+        configuration.authority = "127.0.0.1"
+        let connection = try await APNsConnection.connect(configuration)
+        let bearer = "bearer " + (try signingKey.token(keyID: keyRecord.keyID, teamID: Self.team))
+        let accepted = Mutex<[String: String]>([:])  // apns-id → body text
+        let load = Task {
+            var n = 0
+            while !Task.isCancelled {
+                let id = UUID().uuidString.lowercased()
+                let text = "crash-push-\(n)-end"
+                n += 1
+                let request = APNsRequest(deviceToken: token, headers: [("authorization", bearer), ("apns-topic", Self.bundle), ("apns-id", id)],
+                                          body: Array(#"{"aps":{"alert":"\#(text)"}}"#.utf8))
+                guard let response = try? await connection.send(request) else { return }
+                if response.status == 200 { accepted.withLock { $0[id] = text } }
+            }
+        }
+        var outputs: [RemoteChild] = [daemon]
+        for _ in 0..<4 {
+            // Let pushes flow, then kill -9 wherever the daemon is (receipt, store, ack, present).
+            let before = accepted.withLock { $0.count }
+            let current = daemon
+            _ = await eventually { accepted.withLock { $0.count } >= before + 25 && current.output.contains("crash-push-") }
+            daemon.stop(signal: SIGKILL)
+            daemon = try startDaemon()
+            outputs.append(daemon)
+        }
+        load.cancel()
+        _ = await load.value
+        await connection.close()
+        let all = accepted.withLock { $0 }
+        #expect(all.count >= 50)
+
+        // Everything accepted is delivered: in the delivered list, by apns-id.
+        let delivered = Mutex(Set<String>())
+        let complete = await eventually(within: 60) {
+            guard let admin = try? await AdminClient.connect(socketPath: socket) else { return false }
+            defer { admin.close() }
+            guard case .notifications(let list)? = try? await admin.send(.delivered(bundleIdentifier: Self.bundle)) else { return false }
+            let ids = Set(list.map(\.notification.request.identifier))
+            delivered.withLock { $0 = ids }
+            return Set(all.keys).isSubset(of: ids)
+        }
+        #expect(complete, "\(Set(all.keys).subtracting(delivered.withLock { $0 }).count) of \(all.count) accepted pushes never delivered")
+        daemon.stop()
+        // And none was shown twice, across every daemon run.
+        let printed = outputs.map(\.output).joined()
+        var counts: [String: Int] = [:]
+        for line in printed.split(separator: "\n") where line.contains("crash-push-") {
+            if let r = line.range(of: "crash-push-") { counts[String(line[r.lowerBound...]), default: 0] += 1 }
+        }
+        let twice = counts.filter { $0.value > 1 }
+        #expect(twice.isEmpty, "shown more than once: \(twice.keys.sorted().prefix(5))")
+        print("daemon crash test: \(all.count) pushes accepted across 4 kill -9 of the daemon; \(counts.count) printed, none twice")
+    }
+
+    /// `tidings serve` + the sample app (registers, prints its token) + aioapns: the push is
+    /// presented, `tidings notifications respond` taps it, the app's delegate gets the
+    /// response, and `tidings status` shows presented and answered.
+    @Test func serveSampleAppAndAioapns() async throws {
+        guard requireRemoteTool(FileManager.default.isExecutableFile(atPath: RemoteBuilt.sampleApp), "the SampleApp executable") else { return }
+        guard let python = RemoteBuilt.python,
+              requireRemoteTool((try? await Self.run(python, ["-c", "import aioapns"]).status) == 0, "python aioapns") else { return }
+        let dir = URL(fileURLWithPath: "/tmp/trs-\(UUID().uuidString.prefix(8))")
+        let data = dir.appendingPathComponent("data")
+        try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let p8 = dir.appendingPathComponent("AuthKey.p8").path
+        let keyID: String
+        do {
+            let registry = try GatewayRegistry(dataDirectory: data)
+            let (signingKey, record) = try registry.createKey(teamID: Self.team)
+            try signingKey.pem.write(toFile: p8, atomically: true, encoding: .utf8)
+            keyID = record.keyID
+            _ = try registry.registerApp(bundleID: Self.bundle, teamID: Self.team, storagePolicy: .all)
+        }
+        let serve = try RemoteChild(RemoteBuilt.tidings, ["serve", "--data-dir", data.path, "--consent", "grant", "--listen", "127.0.0.1:0",
+                                                         "--device-listen", "127.0.0.1:0", "--admin-listen", "off"], directory: dir, name: "serve")
+        defer { serve.stop() }
+        #expect(await eventually { serve.port(after: "provider API on ") != nil })
+        let providerPort = try #require(serve.port(after: "provider API on "))
+        let manifest = dir.appendingPathComponent("manifest.json").path
+        try """
+            {"bundleIdentifier": "\(Self.bundle)", "displayName": "Tidings Sample", "executable": "\(RemoteBuilt.sampleApp)", "arguments": ["--listen"]}
+            """.write(toFile: manifest, atomically: true, encoding: .utf8)
+        let install = try runTidings(["apps", "install", manifest, "--data-dir", data.path])
+        #expect(install.status == 0, "\(install.output)")
+
+        let app = try RemoteChild(RemoteBuilt.sampleApp, ["--remote"], environment: ["TIDINGS_SOCKET": data.appendingPathComponent("daemon.sock").path],
+                                  directory: dir, name: "app")
+        defer { app.stop() }
+        #expect(await eventually { app.value(after: "SampleApp: token ") != nil }, "\(app.output)")
+        let token = try #require(app.value(after: "SampleApp: token "))
+        #expect(token.count == 64)
+
+        let cert = data.appendingPathComponent("tls/gateway-cert.pem").path
+        let sent = try await Self.run(python, [RemoteBuilt.scripts.appendingPathComponent("remote_push.py").path, "127.0.0.1", String(providerPort),
+                                               cert, p8, keyID, Self.team, Self.bundle, token])
+        #expect(sent.status == 0, "\(sent.output)")
+        let result = try JSONValue(parsing: Array(sent.output.split(separator: "\n").last.map(String.init)?.utf8 ?? "".utf8))
+        #expect(result["status"]?.stringValue == "200")
+        let apnsID = try #require(result["apns_id"]?.stringValue)
+
+        #expect(await eventually { serve.output.contains("tidings notifications respond \(apnsID)") }, "\(serve.output)")
+        let respond = try runTidings(["notifications", "respond", apnsID, "--app", Self.bundle, "--data-dir", data.path])
+        #expect(respond.status == 0, "\(respond.output)")
+        #expect(await eventually { app.output.contains("SampleApp: response \(apnsID) action=tap remote") }, "\(app.output)")
+        #expect(await eventually {
+            let status = (try? runTidings(["status", apnsID, "--data-dir", data.path]))?.output ?? ""
+            return status.contains("presented") && status.contains("answered")
+        })
+    }
+
+    static func run(_ executable: String, _ arguments: [String]) async throws -> (status: Int32, output: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        try process.run()
+        let pid = process.processIdentifier
+        let killer = Task {
+            try await Task.sleep(for: .seconds(60))
+            kill(pid, SIGKILL)
+        }
+        let data = await Task.detached { pipe.fileHandleForReading.readDataToEndOfFile() }.value
+        process.waitUntilExit()
+        killer.cancel()
+        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+    }
+}
