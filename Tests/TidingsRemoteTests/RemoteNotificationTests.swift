@@ -205,7 +205,7 @@ struct RemoteNotificationTests {
         defer { Task { await h.stop() } }
         _ = try await h.install()
         let appDelegate = RecordingAppDelegate()
-        _ = try await h.launchApp(notificationDelegate: RecordingNotificationDelegate(), appDelegate: appDelegate)
+        let running = try await h.launchApp(notificationDelegate: RecordingNotificationDelegate(), appDelegate: appDelegate)
         await h.system.engine.setRemote(link: nil, configuration: h.remoteConfiguration)
         let now = Int64(h.clock.now.timeIntervalSince1970 * 1000)
         func silent(_ n: Int) -> RemotePush {
@@ -222,6 +222,7 @@ struct RemoteNotificationTests {
         #expect(await eventually { await MainActor.run { appDelegate.silentPushes.count == 3 } })
         #expect(appDelegate.silentPushes.map { $0["n"] as? Int } == [1, 2, 4])
         #expect(h.system.presenter.presentedIdentifiers.isEmpty)
+        withExtendedLifetime(running) {}
     }
 
     @Test func serviceExtensionChangesTheContent() async throws {
