@@ -1,0 +1,45 @@
+import Crypto
+import Foundation
+import Testing
+import TidingsCore
+@testable import TidingsDaemon
+import TidingsDevice
+import TidingsTesting
+@_spi(Tidings) import UserNotifications
+
+/// The daemon's receipt rule, deterministically: a push made durable in the inbox but never
+/// acknowledged (the daemon died in between) is shown once after the restart, although the
+/// gateway sends it again.
+@Suite("Remote receipt", .serialized)
+struct ReceiptTests {
+    @Test @MainActor func durableButUnacknowledgedPushIsShownOnce() async throws {
+        let h = try await RemoteHarness.start()
+        defer { Task { await h.stop() } }
+        _ = try await h.install()
+        let app = try await h.launchApp(notificationDelegate: RecordingNotificationDelegate(), appDelegate: nil)
+        let token = try await app.application.deviceTokenForRemoteNotifications()
+        await h.stopLink()
+        let apnsID = "00000000-0000-4000-8000-00000000d001"
+        #expect(try await h.push(token: token, body: #"{"aps":{"alert":"once"}}"#, apnsID: apnsID).status == 200)
+
+        // The daemon's half-done receipt: the push is in its inbox, the gateway never got the ack.
+        let keyPEM = try String(contentsOfFile: h.system.directory.appendingPathComponent("device-key.pem").path, encoding: .utf8)
+        let probe = try await DeviceConnection.connect(DeviceClientConfiguration(
+            host: "127.0.0.1", port: h.addresses.device.port!, deviceKey: try P256.Signing.PrivateKey(pemRepresentation: keyPEM),
+            trustRootPaths: [h.addresses.certificatePath!]))
+        var pushes = probe.pushes.makeAsyncIterator()
+        let received = try #require(try await pushes.next())
+        #expect(received.apnsID == apnsID)
+        let inbox = try RemoteInbox(path: h.system.directory.appendingPathComponent("remote.sqlite").path)
+        #expect(try inbox.receive(try #require(RemotePush(received)), at: h.clock.now))
+        #expect(try inbox.receive(try #require(RemotePush(received)), at: h.clock.now) == false, "the inbox dedupes by apns-id and sequence")
+        await probe.close()
+
+        // The daemon comes back: shows it from the inbox, acknowledges the redelivery, shows nothing twice.
+        try await h.startLink()
+        #expect(await eventually { (try? await h.status(apnsID).first?.deliveredAt) != nil }, "the redelivered push was acknowledged")
+        #expect(await eventually { h.system.presenter.presentedIdentifiers.contains(apnsID) })
+        #expect(h.system.presenter.presentedIdentifiers.filter { $0 == apnsID }.count == 1)
+        withExtendedLifetime(app) {}
+    }
+}
