@@ -134,6 +134,7 @@ struct RemoteProcessTests {
                             directory: dir, name: "daemon")
         }
         var daemon = try startDaemon()
+        defer { daemon.stop(signal: SIGKILL) }
         // The app (development mode: named by its hello) and the person's consent.
         let app = Mutex<AppSocketClient?>(nil)
         _ = await eventually {
