@@ -176,6 +176,17 @@ let package = Package(
             ],
             path: "Benchmarks/Daemon"
         ),
+        // `swift run -c release RemoteBenchmark`: provider → presented latency and rate (docs/benchmarks.md).
+        .executableTarget(
+            name: "RemoteBenchmark",
+            dependencies: [
+                "TidingsCore", "TidingsDaemon", "TidingsEngine", "TidingsGateway", "TidingsSQLite", "TidingsStorage",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Benchmarks/Remote"
+        ),
 
         .testTarget(name: "TidingsCoreTests", dependencies: ["TidingsCore"], swiftSettings: swiftSettings),
         .testTarget(

@@ -36,7 +36,7 @@ final class RemoteChild: Sendable {
 
     init(_ executable: String, _ arguments: [String], environment: [String: String] = [:], directory: URL, name: String) throws {
         outputPath = directory.appendingPathComponent("\(name)-\(UUID().uuidString.prefix(8)).log").path
-        FileManager.default.createFile(atPath: outputPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: outputPath, contents: nil)
         let output = try FileHandle(forWritingTo: URL(fileURLWithPath: outputPath))
         process = Process()
         process.executableURL = URL(fileURLWithPath: executable)

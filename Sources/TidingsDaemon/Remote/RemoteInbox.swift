@@ -2,7 +2,7 @@ import Foundation
 import GRDB
 import TidingsCore
 
-/// The daemon's durable record of pushes (`remote.sqlite` in the data directory): a push is
+/// The daemon's durable record of pushes (`remote.sqlite` in the data directory, WAL, `synchronous=FULL`): a push is
 /// written here — and only then acknowledged to the gateway — so a `kill -9` between
 /// receipt and acknowledgement loses nothing; a redelivered push finds its row and is not
 /// shown twice. Also keeps app removals that the gateway has not heard of yet.
@@ -11,10 +11,17 @@ final class RemoteInbox: Sendable {
 
     init(path: String) throws {
         var configuration = Configuration()
-        configuration.prepareDatabase { db in
-            try db.execute(sql: "PRAGMA synchronous = FULL")
-        }
+        configuration.journalMode = .wal
+        configuration.busyMode = .timeout(10)
         queue = try DatabaseQueue(path: path, configuration: configuration)
+        // GRDB sets synchronous=NORMAL for WAL; a received push must survive power loss
+        // before it is acknowledged: FULL, read back.
+        try queue.writeWithoutTransaction { db in
+            try db.execute(sql: "PRAGMA synchronous = FULL")
+            guard try Int.fetchOne(db, sql: "PRAGMA synchronous") == 2 else {
+                throw NotificationError(.daemonUnavailable, "cannot make \(path) synchronous=FULL")
+            }
+        }
         try queue.write { db in
             try db.execute(sql: """
                 CREATE TABLE IF NOT EXISTS push (
