@@ -247,6 +247,8 @@ public actor GatewayLink: RemoteNotificationLink {
             connection.report(event, apnsID: apnsID)
         } else {
             pendingEvents.append((event, apnsID))
+            // Inspection only: while the gateway is away for long, keep the newest events.
+            if pendingEvents.count > 10_000 { pendingEvents.removeFirst(pendingEvents.count - 10_000) }
         }
     }
 

@@ -72,7 +72,7 @@ struct RemoteState {
     var releaseTimers: [String: Task<Void, Never>] = [:]
     /// Background wakes sent and not yet completed: event → app.
     var openWakes: [UInt64: String] = [:]
-    /// Completion results the apps reported (for inspection and tests).
+    /// The latest completion results the apps reported (for inspection and tests; at most 256).
     var completedWakes: [(bundle: String, result: Int)] = []
 }
 
@@ -184,6 +184,7 @@ extension NotificationEngine {
         case .backgroundFetchCompleted(let eventID, let result):
             if let app = remote.openWakes.removeValue(forKey: eventID), app == bundle {
                 remote.completedWakes.append((app, result))
+                if remote.completedWakes.count > 256 { remote.completedWakes.removeFirst(remote.completedWakes.count - 256) }
                 logger.debug("background wake completed", metadata: ["app": "\(bundle)", "result": "\(result)"])
             }
             return .now(.ok)
