@@ -261,6 +261,28 @@ struct RemoteProcessTests {
             let status = (try? runTidings(["status", apnsID, "--data-dir", data.path]))?.output ?? ""
             return status.contains("presented") && status.contains("answered")
         })
+
+        // The app stops; a silent push launches it in the background (the daemon's launcher,
+        // output into serve's), and its UIApplication delegate gets the payload.
+        app.stop()
+        let signing = try ProviderSigningKey(p8File: p8)
+        var configuration = APNsClientConfiguration(host: "127.0.0.1", port: providerPort, trustRootPaths: [cert])
+        configuration.authority = "127.0.0.1"
+        let connection = try await APNsConnection.connect(configuration)
+        let silent = try await connection.send(APNsRequest(deviceToken: token, headers: [
+            ("authorization", "bearer " + (try signing.token(keyID: keyID, teamID: Self.team))), ("apns-topic", Self.bundle),
+            ("apns-push-type", "background"), ("apns-priority", "5"),
+        ], body: Array(#"{"aps":{"content-available":1},"feed":"new"}"#.utf8)))
+        await connection.close()
+        #expect(silent.status == 200)
+        #expect(await eventually { serve.output.contains("SampleApp: silent push keys=aps,feed") }, "\(serve.output)")
+        // Stop the launched app by its pid.
+        if let line = serve.output.split(separator: "\n").last(where: { $0.hasPrefix("SampleApp: started pid ") }),
+           let pid = Int32(line.dropFirst("SampleApp: started pid ".count)) {
+            kill(pid, SIGTERM)
+        } else {
+            Issue.record("the launched app did not say its pid")
+        }
     }
 
     static func run(_ executable: String, _ arguments: [String]) async throws -> (status: Int32, output: String) {

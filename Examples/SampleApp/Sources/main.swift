@@ -96,6 +96,7 @@ let handler = NotificationHandler()
 center.delegate = handler
 let listenOnly = CommandLine.arguments.contains("--listen")
 let remote = CommandLine.arguments.contains("--remote")
+say("started pid \(getpid())")
 let appDelegate = AppDelegate()
 UIApplication.shared.delegate = appDelegate
 
