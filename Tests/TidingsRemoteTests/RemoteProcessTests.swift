@@ -285,6 +285,17 @@ struct RemoteProcessTests {
         }
     }
 
+    @Test func daemonRefusesABadGatewayAddress() throws {
+        guard requireRemoteTool(FileManager.default.isExecutableFile(atPath: RemoteBuilt.tidings), "the tidings executable") else { return }
+        let dir = "/tmp/trg-\(UUID().uuidString.prefix(8))"
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let bad = try runTidings(["daemon", "--data-dir", dir, "--consent", "deny", "--gateway", "no-port-here"])
+        #expect(bad.status != 0)
+        #expect(bad.output.contains("--gateway takes HOST:PORT"), "\(bad.output)")
+        #expect(GatewayLinkConfiguration(address: "[::1]:2196", trustRootPaths: [])?.host == "::1")
+        #expect(GatewayLinkConfiguration(address: "127.0.0.1:99999", trustRootPaths: []) == nil)
+    }
+
     static func run(_ executable: String, _ arguments: [String]) async throws -> (status: Int32, output: String) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
