@@ -175,6 +175,8 @@ public actor GatewayLink: RemoteNotificationLink {
         guard let pushes = try? inbox.unprocessed() else { return }
         for push in pushes {
             if recovering, await engine.hasDeliveredRemote(push) {
+                // Shown (in the list) before the crash: report it, do not show it again.
+                report(.presented, apnsID: push.apnsID)
                 try? inbox.markProcessed(push)
                 continue
             }
