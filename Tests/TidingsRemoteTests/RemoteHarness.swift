@@ -129,7 +129,11 @@ final class RemoteHarness: Sendable {
         _ = try await center.requestAuthorization(options: [.alert, .sound, .badge])
         let appTransport = try await system.connect(bundle, state: state)
         let application = UIApplication(transport: appTransport)
-        if let appDelegate { application.delegate = appDelegate }
+        if let appDelegate {
+            application.delegate = appDelegate
+            // A round trip: the daemon has seen the delegate (requests are handled in order).
+            _ = try await appTransport.call(.getSettings)
+        }
         return RunningApp(center: center, application: application, transports: [centerTransport, appTransport])
     }
 
