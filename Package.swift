@@ -176,7 +176,7 @@ let package = Package(
             ],
             path: "Benchmarks/Daemon"
         ),
-        // `swift run -c release RemoteBenchmark`: provider → presented latency and rate (docs/benchmarks.md).
+        // `swift run -c release RemoteBenchmark [N]`: provider → presented latency and rate (docs/remote-notifications.md).
         .executableTarget(
             name: "RemoteBenchmark",
             dependencies: [
