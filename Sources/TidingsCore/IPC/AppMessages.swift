@@ -52,6 +52,9 @@ public enum AppRequest: Sendable, Hashable, Codable {
     case responseHandled(eventID: UInt64)
     /// The app called the completion handler of a background (silent push) wake.
     case backgroundFetchCompleted(eventID: UInt64, result: Int)
+    /// Like `getPending`, answered with `pendingRequests`: each request with the date it
+    /// fires next, which `UNTimeIntervalNotificationTrigger.nextTriggerDate()` reports.
+    case getPendingScheduled
 }
 
 public enum AppReply: Sendable, Hashable, Codable {
@@ -66,6 +69,19 @@ public enum AppReply: Sendable, Hashable, Codable {
     /// `add` succeeded; the attachments as stored in the data store.
     case added(NotificationRequestValue)
     case admin(AdminReply)
+    /// The answer to `getPendingScheduled`.
+    case pendingRequests([PendingRequestValue])
+}
+
+/// A pending request with its scheduled fire date (nil for location triggers).
+public struct PendingRequestValue: Sendable, Hashable, Codable {
+    public var request: NotificationRequestValue
+    public var nextTriggerDate: Date?
+
+    public init(request: NotificationRequestValue, nextTriggerDate: Date?) {
+        self.request = request
+        self.nextTriggerDate = nextTriggerDate
+    }
 }
 
 public enum DaemonEvent: Sendable, Hashable, Codable {
