@@ -46,6 +46,19 @@ func residentBytes() -> Int {
     return 0
 }
 
+/// CPU time (user + system) this process has used, in seconds: on a shared machine the
+/// CPU cost of an add varies far less with the load than the rate does.
+func cpuSeconds() -> Double {
+    var usage = rusage()
+    getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
+    func seconds(_ t: timeval) -> Double { Double(t.tv_sec) + Double(t.tv_usec) / 1e6 }
+    return seconds(usage.ru_utime) + seconds(usage.ru_stime)
+}
+
+func loadAverage() -> String {
+    (try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8))?.split(separator: " ").prefix(3).joined(separator: " ") ?? "?"
+}
+
 func percentile(_ sorted: [Double], _ p: Double) -> Double {
     guard !sorted.isEmpty else { return .nan }
     return sorted[min(sorted.count - 1, Int((Double(sorted.count - 1) * p).rounded()))]
@@ -110,6 +123,7 @@ _ = try await client.call(.hello(AppHello(bundleIdentifier: "com.example.bench",
 _ = try await client.call(.requestAuthorization([.alert]))
 let farAway = 86_400.0 * 30
 let rssBefore = residentBytes()
+let ipcCPU = cpuSeconds()
 let ipc = await pipelined(count: options.count, window: options.window) { i in
     let request = NotificationRequestValue(identifier: "r\(i)", content: content(i), trigger: .timeInterval(seconds: farAway + Double(i), repeats: false))
     guard let reply = try? await client.call(.add(request)) else { return false }
@@ -117,7 +131,9 @@ let ipc = await pipelined(count: options.count, window: options.window) { i in
     return true
 }
 let rssAfter = residentBytes()
-print(String(format: "IPC add: %d requests in %.2f s = %.0f adds/s (%d failed)", options.count, ipc.seconds, Double(options.count) / ipc.seconds, ipc.failures))
+let ipcCPUPerAdd = (cpuSeconds() - ipcCPU) / Double(options.count) * 1e6
+print(String(format: "IPC add: %d requests in %.2f s = %.0f adds/s (%d failed); %.1f µs CPU per add (client and daemon)",
+             options.count, ipc.seconds, Double(options.count) / ipc.seconds, ipc.failures, ipcCPUPerAdd) + "; load average \(loadAverage())")
 print(String(format: "RSS: %.1f MB before, %.1f MB after; %.0f bytes per pending request (daemon and client in one process)",
              Double(rssBefore) / 1e6, Double(rssAfter) / 1e6, Double(rssAfter - rssBefore) / Double(options.count)))
 
@@ -144,7 +160,7 @@ while latency.lateness.withLock({ $0.count }) < lateCount, Date() < base.addingT
 }
 let late = latency.lateness.withLock { $0 }.sorted()
 print(String(format: "fire lateness with %d pending: p50 %.2f ms, p99 %.2f ms, max %.2f ms (%d of %d fired)",
-             options.count, percentile(late, 0.5), percentile(late, 0.99), late.last ?? .nan, late.count, lateCount))
+             options.count, percentile(late, 0.5), percentile(late, 0.99), late.last ?? .nan, late.count, lateCount) + "; load average \(loadAverage())")
 daemonTask.cancel()
 _ = try? await daemonTask.value
 client.close()
@@ -169,11 +185,14 @@ let app = AppRecord(bundleIdentifier: "com.example.bench", displayName: "Bench",
 try await inProcess.install(app)
 await inProcess.connect(link, app: app, state: .background)
 _ = await inProcess.handle(.requestAuthorization([.alert]), from: link).run()
+let directCPU = cpuSeconds()
 let direct = await pipelined(count: options.count, window: options.window) { i in
     let request = NotificationRequestValue(identifier: "r\(i)", content: content(i), trigger: .timeInterval(seconds: farAway + Double(i), repeats: false))
     if case .failure = await inProcess.handle(.add(request), from: link).run() { return false }
     return true
 }
-print(String(format: "in-process add: %d requests in %.2f s = %.0f adds/s (%d failed)", options.count, direct.seconds, Double(options.count) / direct.seconds, direct.failures))
+let directCPUPerAdd = (cpuSeconds() - directCPU) / Double(options.count) * 1e6
+print(String(format: "in-process add: %d requests in %.2f s = %.0f adds/s (%d failed); %.1f µs CPU per add",
+             options.count, direct.seconds, Double(options.count) / direct.seconds, direct.failures, directCPUPerAdd) + "; load average \(loadAverage())")
 
 if !options.keep { try? FileManager.default.removeItem(atPath: options.directory) }

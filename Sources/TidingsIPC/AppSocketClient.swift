@@ -70,7 +70,7 @@ public final class AppSocketClient: Sendable {
             let id = state.nextID
             state.nextID += 1
             do {
-                let buffer = try IPCCodec.encode(AppEnvelope(id: id, request: request), allocator: channel.allocator)
+                let buffer = try IPCCodec.encodeRequest(AppEnvelope(id: id, request: request), allocator: channel.allocator)
                 state.pending[id] = completion
                 // Enqueued on the event loop in lock order, so requests keep their order.
                 writer.write(buffer)
@@ -98,7 +98,7 @@ public final class AppSocketClient: Sendable {
             guard !state.closed else { return }
             let id = state.nextID
             state.nextID += 1
-            guard let buffer = try? IPCCodec.encode(AppEnvelope(id: id, request: request), allocator: channel.allocator) else { return }
+            guard let buffer = try? IPCCodec.encodeRequest(AppEnvelope(id: id, request: request), allocator: channel.allocator) else { return }
             writer.write(buffer)
         }
     }
@@ -144,7 +144,7 @@ public final class AppSocketClient: Sendable {
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
             let buffer = unwrapInboundIn(data)
-            if let envelope = try? IPCCodec.decode(DaemonEnvelope.self, from: buffer) {
+            if let envelope = try? IPCCodec.decodeDaemonEnvelope(buffer) {
                 onEnvelope(envelope)
             } else {
                 context.close(promise: nil)

@@ -8,19 +8,21 @@ import TidingsCore
 public final class AppServerConnection: Sendable {
     public let credentials: PeerCredentials?
     /// The app's requests, in the order they were sent.
-    public let requests: AsyncStream<AppEnvelope>
+    public let requests: AsyncStream<ReceivedRequest>
     private let channel: any Channel
     private let writer: CoalescingWriter
 
-    init(channel: any Channel, credentials: PeerCredentials?, requests: AsyncStream<AppEnvelope>) {
+    init(channel: any Channel, credentials: PeerCredentials?, requests: AsyncStream<ReceivedRequest>) {
         self.channel = channel
         self.writer = CoalescingWriter(channel: channel)
         self.credentials = credentials
         self.requests = requests
     }
 
-    public func reply(_ id: UInt64, _ reply: AppReply) {
-        write(.reply(id: id, reply))
+    /// Sends a reply. `compact` lets a plain `ok` travel as a binary frame: set it when
+    /// the request came as one (docs/app-ipc.md, "Binary frames").
+    public func reply(_ id: UInt64, _ reply: AppReply, compact: Bool = false) {
+        write(.reply(id: id, reply), compact: compact)
     }
 
     public func send(_ event: DaemonEvent) {
@@ -31,8 +33,8 @@ public final class AppServerConnection: Sendable {
         channel.close(promise: nil)
     }
 
-    private func write(_ envelope: DaemonEnvelope) {
-        guard let buffer = try? IPCCodec.encode(envelope, allocator: channel.allocator) else { return }
+    private func write(_ envelope: DaemonEnvelope, compact: Bool = false) {
+        guard let buffer = try? IPCCodec.encodeDaemonEnvelope(envelope, compact: compact, allocator: channel.allocator) else { return }
         writer.write(buffer)
     }
 }
@@ -56,7 +58,7 @@ public final class AppSocketServer: Sendable {
         let channel = try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
             .childChannelInitializer { child in
-                let (requests, requestSink) = AsyncStream<AppEnvelope>.makeStream()
+                let (requests, requestSink) = AsyncStream<ReceivedRequest>.makeStream()
                 return PeerCredentialsFuture.read(child).flatMapThrowing { credentials in
                     try IPCCodec.addFraming(to: child.pipeline.syncOperations)
                     try child.pipeline.syncOperations.addHandler(ServerInboundHandler(sink: requestSink))
@@ -115,15 +117,15 @@ private enum PeerCredentialsFuture {
 
 private final class ServerInboundHandler: ChannelInboundHandler, Sendable {
     typealias InboundIn = ByteBuffer
-    let sink: AsyncStream<AppEnvelope>.Continuation
+    let sink: AsyncStream<ReceivedRequest>.Continuation
 
-    init(sink: AsyncStream<AppEnvelope>.Continuation) {
+    init(sink: AsyncStream<ReceivedRequest>.Continuation) {
         self.sink = sink
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let buffer = unwrapInboundIn(data)
-        guard let envelope = try? IPCCodec.decode(AppEnvelope.self, from: buffer) else {
+        guard let envelope = try? IPCCodec.decodeRequest(buffer) else {
             // Garbage on the socket: the protocol is broken beyond repair; drop the peer.
             context.close(promise: nil)
             return

@@ -47,6 +47,24 @@ public final class BatchWriter: Sendable {
     /// Queues `body`; its ticket completes after the transaction that ran it committed.
     public func submit<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) -> StoreTicket<T> {
         let (ticket, complete) = StoreTicket<T>.make()
+        enqueue(body, applied: nil, durable: complete)
+        return ticket
+    }
+
+    /// Queues `body` and returns two tickets: `applied` completes as soon as `body` has run
+    /// in its place in the order (its effects visible to every later operation, not yet
+    /// durable); `durable` after the commit. If the commit fails, `applied` has already
+    /// succeeded and `durable` fails.
+    public func submitApplied<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) -> (applied: StoreTicket<T>, durable: StoreTicket<T>) {
+        let (applied, completeApplied) = StoreTicket<T>.make()
+        let (durable, completeDurable) = StoreTicket<T>.make()
+        enqueue(body, applied: completeApplied, durable: completeDurable)
+        return (applied, durable)
+    }
+
+    private func enqueue<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T,
+                                      applied: (@Sendable (Result<T, any Error>) -> Void)?,
+                                      durable complete: @escaping @Sendable (Result<T, any Error>) -> Void) {
         let operation = Operation(
             execute: { db in
                 // A savepoint per operation, with cached statements: GRDB's inSavepoint
@@ -54,19 +72,25 @@ public final class BatchWriter: Sendable {
                 do {
                     try db.cachedStatement(sql: "SAVEPOINT op").execute()
                 } catch {
+                    applied?(.failure(error))
                     return { complete(.failure(error)) }
                 }
                 do {
                     let value = try body(db)
                     try db.cachedStatement(sql: "RELEASE SAVEPOINT op").execute()
+                    applied?(.success(value))
                     return { complete(.success(value)) }
                 } catch {
                     try? db.cachedStatement(sql: "ROLLBACK TO SAVEPOINT op").execute()
                     try? db.cachedStatement(sql: "RELEASE SAVEPOINT op").execute()
+                    applied?(.failure(error))
                     return { complete(.failure(error)) }
                 }
             },
-            fail: { error in complete(.failure(error)) })
+            fail: { error in
+                applied?(.failure(error))
+                complete(.failure(error))
+            })
         let start = state.withLock { state -> Bool in
             state.queue.append(operation)
             guard !state.running else { return false }
@@ -74,7 +98,6 @@ public final class BatchWriter: Sendable {
             return true
         }
         if start { dispatch.async { self.drain() } }
-        return ticket
     }
 
     private func drain() {

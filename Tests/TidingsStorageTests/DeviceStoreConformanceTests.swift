@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import GRDB
 import TidingsCore
 import TidingsSQLite
 import TidingsStorage
@@ -137,8 +138,71 @@ struct DeviceStoreConformanceTests {
     }
 }
 
+extension DeviceStoreConformanceTests {
+    @Test("pending records carry their next fire dates; the bytes an app sent are stored as received", arguments: DeviceBackend.allCases)
+    func pendingRecordsAndEncodedRequests(_ backend: DeviceBackend) async throws {
+        let store = try backend.make()
+        let sent = request("sent", title: "as sent")
+        let bytes = Data(try BinaryRequestCodec.encode(sent))
+        let added = try await store.addPending(sent, encoded: bytes, for: app, nextFire: t0.addingTimeInterval(30), limit: nil).value
+        _ = try await store.addPending(request("where", trigger: nil), for: app, nextFire: nil, limit: nil).value
+        let records = try await store.pendingRecords(app).value
+        #expect(records.map(\.request) == [sent, request("where", trigger: nil)])
+        #expect(records.map(\.nextFire) == [t0.addingTimeInterval(30), nil])
+        #expect(try await store.pendingRecords("com.example.other").value.isEmpty)
+
+        // Fired with the two-stage tickets: both report the same outcome; the delivered
+        // copy is the request as sent.
+        let tickets = store.fireApplied(key: added.key, at: t0, nextFire: nil, keepPending: false, deliver: true)
+        let applied = try await tickets.applied.value
+        #expect(applied?.notification.request == sent)
+        #expect(try await tickets.durable.value == applied)
+        #expect(try await store.delivered(app).value.map(\.request) == [sent])
+        #expect(try await store.pendingRecords(app).value.map(\.request.identifier) == ["where"])
+    }
+}
+
 @Suite("SQLite device store")
 struct SQLiteDeviceStoreTests {
+    @Test("rows written as JSON before the binary form are still read")
+    func legacyJSONRows() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("device-\(UUID().uuidString).sqlite").path
+        let store = try SQLiteDeviceStore(path: path)
+        let old = request("old", title: "from JSON days")
+        let json = try JSONEncoder().encode(old)
+        try await store.writer.submit { (db: Database) throws -> Void in
+            try db.execute(sql: "INSERT INTO pending (bundle_id, identifier, next_fire, location, request) VALUES (?, ?, ?, 0, ?)",
+                           arguments: [app, "old", t0.timeIntervalSinceReferenceDate, json])
+            try db.execute(sql: "INSERT INTO delivered (bundle_id, identifier, seq, date, request) VALUES (?, ?, 1, ?, ?)",
+                           arguments: [app, "gone", t0.timeIntervalSinceReferenceDate, try JSONEncoder().encode(request("gone"))])
+        }.value
+        _ = try await store.addPending(request("new"), for: app, nextFire: t0, limit: nil).value
+        #expect(try await store.pending(app).value == [old, request("new")])
+        #expect(try await store.delivered(app).value.map(\.request) == [request("gone")])
+        let key = try #require(try await store.pendingRecords(app).value.first?.key)
+        #expect(try await store.fire(key: key, at: t0, nextFire: nil, keepPending: false, deliver: true).value?.notification.request == old)
+        #expect(try await store.deliveredNotification("old", for: app).value?.request == old)
+    }
+
+    @Test("an operation's applied ticket completes, and later operations see its effect")
+    func appliedBeforeDurable() async throws {
+        let store = try SQLiteDeviceStore(path: FileManager.default.temporaryDirectory.appendingPathComponent("device-\(UUID().uuidString).sqlite").path)
+        let tickets = store.writer.submitApplied { (db: Database) throws -> Int in
+            try db.execute(sql: "INSERT INTO badge (bundle_id, count) VALUES (?, 7)", arguments: [app])
+            return 7
+        }
+        let after = store.badge(app)
+        #expect(try await tickets.applied.value == 7)
+        #expect(try await tickets.durable.value == 7)
+        #expect(try await after.value == 7)
+        let failing = store.writer.submitApplied { db -> Int in
+            try db.execute(sql: "INSERT INTO no_such_table VALUES (1)")
+            return 1
+        }
+        await #expect(throws: (any Error).self) { try await failing.applied.value }
+        await #expect(throws: (any Error).self) { try await failing.durable.value }
+    }
+
     @Test("data survives reopening the file")
     func reopen() async throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("device-\(UUID().uuidString).sqlite").path

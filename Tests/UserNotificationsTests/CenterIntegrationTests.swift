@@ -71,6 +71,32 @@ struct CenterIntegrationTests {
         }
     }
 
+    @Test func pendingTimeIntervalTriggersReportTheDateTheyFire() async throws {
+        try await withSystem { system, center in
+            _ = try await center.requestAuthorization(options: [.alert])
+            let content = UNMutableNotificationContent()
+            content.title = "t"
+            let added = system.clock.now
+            try await center.add(UNNotificationRequest(identifier: "once", content: content, trigger: UNTimeIntervalNotificationTrigger(timeInterval: 3600, repeats: false)))
+            try await center.add(UNNotificationRequest(identifier: "hourly", content: content, trigger: UNTimeIntervalNotificationTrigger(timeInterval: 3600, repeats: true)))
+            await system.advance(by: 600)
+            // As on iOS: the date the request fires, not the interval counted from now.
+            var pending = await center.pendingNotificationRequests().sorted { $0.identifier < $1.identifier }
+            let hourly = try #require(pending.first?.trigger as? UNTimeIntervalNotificationTrigger)
+            let once = try #require(pending.last?.trigger as? UNTimeIntervalNotificationTrigger)
+            #expect(once.nextTriggerDate() == added.addingTimeInterval(3600))
+            #expect(hourly.nextTriggerDate() == added.addingTimeInterval(3600))
+            #expect(once.timeInterval == 3600 && hourly.repeats)
+
+            // After a fire, a repeating request reports its next date.
+            await system.advance(by: 3000)
+            pending = await center.pendingNotificationRequests()
+            #expect(pending.map(\.identifier) == ["hourly"])
+            #expect(pending.first?.trigger?.repeats == true)
+            #expect((pending.first?.trigger as? UNTimeIntervalNotificationTrigger)?.nextTriggerDate() == added.addingTimeInterval(7200))
+        }
+    }
+
     @Test func invalidTriggersNeverReachTheEngine() async throws {
         try await withSystem { system, center in
             _ = try await center.requestAuthorization(options: [.alert])

@@ -109,7 +109,7 @@ struct CenterTests {
         let transport = FakeTransport { (request: AppRequest) throws(NotificationError) -> AppReply in
             switch request {
             case .getCategories: .categories([category])
-            case .getPending: .requests([Fixtures.request("p1"), Fixtures.request("p2", trigger: .calendar(DateComponents(hour: 8), repeats: true))])
+            case .getPending, .getPendingScheduled: .requests([Fixtures.request("p1"), Fixtures.request("p2", trigger: .calendar(DateComponents(hour: 8), repeats: true))])
             case .getDelivered: .notifications([Fixtures.delivered("d1")])
             default: .ok
             }

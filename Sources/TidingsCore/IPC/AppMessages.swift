@@ -60,6 +60,9 @@ public enum AppRequest: Sendable, Hashable, Codable {
     /// The process has (true) or no longer has (false) an application delegate for silent
     /// pushes; held `remoteNotification` events flow once true.
     case setRemoteNotificationDelegate(Bool)
+    /// Like `getPending`, answered with `pendingRequests`: each request with the date it
+    /// fires next, which `UNTimeIntervalNotificationTrigger.nextTriggerDate()` reports.
+    case getPendingScheduled
 }
 
 public enum AppReply: Sendable, Hashable, Codable {
@@ -76,6 +79,19 @@ public enum AppReply: Sendable, Hashable, Codable {
     case admin(AdminReply)
     /// `registerForRemoteNotifications` succeeded: the app's device token (32 bytes).
     case deviceToken([UInt8])
+    /// The answer to `getPendingScheduled`.
+    case pendingRequests([PendingRequestValue])
+}
+
+/// A pending request with its scheduled fire date (nil for location triggers).
+public struct PendingRequestValue: Sendable, Hashable, Codable {
+    public var request: NotificationRequestValue
+    public var nextTriggerDate: Date?
+
+    public init(request: NotificationRequestValue, nextTriggerDate: Date?) {
+        self.request = request
+        self.nextTriggerDate = nextTriggerDate
+    }
 }
 
 public enum DaemonEvent: Sendable, Hashable, Codable {

@@ -38,8 +38,11 @@ struct AppConnectionHandler {
             logger.info("app connected", metadata: ["app": "\(app.bundleIdentifier)", "pid": "\(connection.credentials?.pid ?? -1)"])
             await withDiscardingTaskGroup { group in
                 while let envelope = await requests.next() {
-                    let deferred = await engine.handle(envelope.request, from: link)
-                    group.addTask { connection.reply(envelope.id, await deferred.run()) }
+                    // A binary add's bytes are stored as received (no re-encoding), and its
+                    // plain `ok` goes back as a binary frame.
+                    let deferred = await engine.handle(envelope.request, from: link, encoded: envelope.encodedRequest)
+                    let compact = envelope.encodedRequest != nil
+                    group.addTask { connection.reply(envelope.id, await deferred.run(), compact: compact) }
                 }
             }
             await engine.disconnect(link)

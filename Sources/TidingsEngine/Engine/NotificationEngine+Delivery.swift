@@ -23,12 +23,21 @@ extension NotificationEngine {
 
         let keep = keepPending ?? (nextFire != nil)
         var replaced: DeliveredNotificationValue?
+        // A fired request is presented as soon as its store operation has run in order, not
+        // after the commit: everything that can follow the presentation (a response, a
+        // removal, a listing) is queued behind it and sees it. A crash before the commit
+        // leaves the request pending with a past date, so it fires again at start: at least
+        // once, never lost (docs/architecture.md, "Firing"). What cannot be undone (deleting
+        // attachment files) waits for the commit.
+        var durable: StoreTicket<FireOutcome?>?
         do {
             if let pendingKey {
-                guard let outcome = try await store.fire(key: pendingKey, at: date, nextFire: nextFire, keepPending: keep, deliver: presentation.list).value else {
+                let tickets = store.fireApplied(key: pendingKey, at: date, nextFire: nextFire, keepPending: keep, deliver: presentation.list)
+                guard let outcome = try await tickets.applied.value else {
                     return nil // removed while we asked the app
                 }
                 replaced = outcome.replacedDelivered
+                durable = tickets.durable
             } else if presentation.list {
                 replaced = try await store.deliver(notification, for: bundle).value
             }
@@ -37,16 +46,11 @@ extension NotificationEngine {
             return nil
         }
 
-        if let replaced {
-            await releaseAttachments(of: [replaced.request], bundle: bundle)
-        }
-        if !presentation.list, !keep {
-            await releaseAttachments(of: [request], bundle: bundle)
-        }
         var badge: Int?
+        var badgeStored: StoreTicket<Void>?
         if presentation.badge, let count = request.content.badge, count >= 0 {
             badge = count
-            try? await store.setBadge(count, for: bundle).value
+            badgeStored = store.setBadge(count, for: bundle)
             for presenter in configuration.presenters { await presenter.badgeChanged(bundleIdentifier: bundle, count: count) }
         }
         if presentation.isVisible {
@@ -56,6 +60,20 @@ extension NotificationEngine {
             for presenter in configuration.presenters { await presenter.present(presented) }
         } else if replaced != nil {
             for presenter in configuration.presenters { await presenter.withdraw(bundleIdentifier: bundle, identifiers: [request.identifier]) }
+        }
+
+        do {
+            _ = try await durable?.value
+            try await badgeStored?.value
+        } catch {
+            logger.error("could not record a delivery", metadata: ["app": "\(bundle)", "request": "\(request.identifier)", "error": "\(error)"])
+            return
+        }
+        if let replaced {
+            await releaseAttachments(of: [replaced.request], bundle: bundle)
+        }
+        if !presentation.list, !keep {
+            await releaseAttachments(of: [request], bundle: bundle)
         }
         logger.debug("delivered", metadata: [
             "app": "\(bundle)", "request": "\(request.identifier)",

@@ -126,7 +126,10 @@ public actor NotificationEngine {
 
     /// Handles one request of a connected app. The returned `Deferred` waits for the
     /// request's durable result; requests are applied in the order `handle` is called.
-    public func handle(_ request: AppRequest, from link: any AppLink) async -> Deferred<AppReply> {
+    /// `encoded` is an `add`'s request in `BinaryRequestCodec`'s form as the app sent it:
+    /// the engine still decodes and validates, but stores those bytes instead of encoding
+    /// the request again.
+    public func handle(_ request: AppRequest, from link: any AppLink, encoded: Data? = nil) async -> Deferred<AppReply> {
         let id = ObjectIdentifier(link)
         guard let session = sessions[id] else {
             return .now(.failure(NotificationError(.daemonUnavailable, "the connection has not identified its app")))
@@ -148,10 +151,17 @@ public actor NotificationEngine {
             case .getCategories:
                 return .now(.categories(try await self.categories(bundle)))
             case .add(let request):
-                return try await add(request, for: bundle)
+                return try await add(request, encoded: encoded, for: bundle)
             case .getPending:
                 let ticket = store.pending(bundle)
                 return Deferred { await Self.reply { .requests(try await ticket.value) } }
+            case .getPendingScheduled:
+                let ticket = store.pendingRecords(bundle)
+                return Deferred {
+                    await Self.reply {
+                        .pendingRequests(try await ticket.value.map { PendingRequestValue(request: $0.request, nextTriggerDate: $0.nextFire) })
+                    }
+                }
             case .removePending(let identifiers):
                 return removePending(store.removePending(identifiers, for: bundle), bundle: bundle)
             case .removeAllPending:
@@ -307,7 +317,7 @@ public actor NotificationEngine {
 
     // MARK: Adding and removing requests
 
-    func add(_ request: NotificationRequestValue, for bundle: String) async throws -> Deferred<AppReply> {
+    func add(_ request: NotificationRequestValue, encoded: Data? = nil, for bundle: String) async throws -> Deferred<AppReply> {
         let settings = try await settings(bundle)
         guard settings.authorizationStatus != .denied else {
             throw NotificationError(.notificationsNotAllowed, "notifications are not allowed for \(bundle): the person denied them (change with `tidings settings \(bundle) --allow`)")
@@ -322,7 +332,9 @@ public actor NotificationEngine {
         var stored = request
         let appDirectory = try await app(bundle)?.directory
         stored.content.attachments = try configuration.attachments.ingest(request.content.attachments, bundleIdentifier: bundle, appDirectory: appDirectory)
-        let ticket = store.addPending(stored, for: bundle, nextFire: firstFire, limit: configuration.pendingLimit)
+        // The bytes as received describe `stored` exactly unless attachments moved.
+        let body = request.content.attachments.isEmpty ? encoded : nil
+        let ticket = store.addPending(stored, encoded: body, for: bundle, nextFire: firstFire, limit: configuration.pendingLimit)
         return Deferred { [self, stored] in
             do {
                 let result = try await ticket.value

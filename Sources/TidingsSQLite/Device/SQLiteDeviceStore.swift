@@ -63,6 +63,15 @@ public final class SQLiteDeviceStore: DeviceStore {
         try JSONDecoder().decode(type, from: data)
     }
 
+    /// Requests are stored in `BinaryRequestCodec`'s form; rows written before it hold JSON.
+    static func encodeRequest(_ request: NotificationRequestValue) throws -> Data {
+        Data(try BinaryRequestCodec.encode(request))
+    }
+
+    static func decodeRequest(_ data: Data) throws -> NotificationRequestValue {
+        BinaryRequestCodec.isBinary(data) ? try BinaryRequestCodec.decode(data) : try decode(NotificationRequestValue.self, data)
+    }
+
     // MARK: Apps
 
     public func upsertApp(_ app: AppRecord) -> StoreTicket<Void> {
@@ -89,10 +98,10 @@ public final class SQLiteDeviceStore: DeviceStore {
         writer.submit { db in
             var attachments: [AttachmentValue] = []
             for data in try Data.fetchAll(db.cachedStatement(sql: "SELECT request FROM pending WHERE bundle_id = ?"), arguments: [bundleIdentifier]) {
-                attachments += try Self.decode(NotificationRequestValue.self, data).content.attachments
+                attachments += try Self.decodeRequest(data).content.attachments
             }
             for data in try Data.fetchAll(db.cachedStatement(sql: "SELECT request FROM delivered WHERE bundle_id = ?"), arguments: [bundleIdentifier]) {
-                attachments += try Self.decode(NotificationRequestValue.self, data).content.attachments
+                attachments += try Self.decodeRequest(data).content.attachments
             }
             for table in ["app", "settings", "categories", "pending", "delivered", "badge", "held_response"] {
                 try db.cachedStatement(sql: "DELETE FROM \(table) WHERE bundle_id = ?").execute(arguments: [bundleIdentifier])
@@ -134,17 +143,21 @@ public final class SQLiteDeviceStore: DeviceStore {
     // MARK: Pending
 
     public func addPending(_ request: NotificationRequestValue, for bundleIdentifier: String, nextFire: Date?, limit: Int?) -> StoreTicket<PendingReplacement> {
-        // Encoded by the caller, not on the single writer thread.
+        addPending(request, encoded: nil, for: bundleIdentifier, nextFire: nextFire, limit: limit)
+    }
+
+    public func addPending(_ request: NotificationRequestValue, encoded: Data?, for bundleIdentifier: String, nextFire: Date?, limit: Int?) -> StoreTicket<PendingReplacement> {
+        // Encoded by the caller, not on the single writer thread; bytes an app sent are kept as they are.
         let body: Data
         do {
-            body = try Self.encode(request)
+            body = try encoded ?? Self.encodeRequest(request)
         } catch {
             return .completed(.failure(error))
         }
         return writer.submit { db in
             let replaced = try Data.fetchOne(db.cachedStatement(sql: "SELECT request FROM pending WHERE bundle_id = ? AND identifier = ?"),
                                              arguments: [bundleIdentifier, request.identifier])
-                .map { try Self.decode(NotificationRequestValue.self, $0) }
+                .map { try Self.decodeRequest($0) }
             if replaced != nil {
                 try db.cachedStatement(sql: "DELETE FROM pending WHERE bundle_id = ? AND identifier = ?").execute(arguments: [bundleIdentifier, request.identifier])
             }
@@ -160,7 +173,7 @@ public final class SQLiteDeviceStore: DeviceStore {
                     let rows = try Row.fetchAll(db.cachedStatement(sql: "SELECT key, request FROM pending WHERE bundle_id = ? ORDER BY key LIMIT ?"),
                                                 arguments: [bundleIdentifier, count - limit])
                     for row in rows {
-                        evicted.append(try Self.decode(NotificationRequestValue.self, row["request"]))
+                        evicted.append(try Self.decodeRequest(row["request"]))
                         try db.cachedStatement(sql: "DELETE FROM pending WHERE key = ?").execute(arguments: [row["key"] as Int64])
                     }
                 }
@@ -172,28 +185,38 @@ public final class SQLiteDeviceStore: DeviceStore {
     public func pending(_ bundleIdentifier: String) -> StoreTicket<[NotificationRequestValue]> {
         writer.submit { db in
             try Data.fetchAll(db.cachedStatement(sql: "SELECT request FROM pending WHERE bundle_id = ? ORDER BY key"), arguments: [bundleIdentifier])
-                .map { try Self.decode(NotificationRequestValue.self, $0) }
+                .map { try Self.decodeRequest($0) }
         }
     }
 
     private static func record(_ row: Row) throws -> PendingRecord {
         let nextFire: Double? = row["next_fire"]
         return PendingRecord(key: row["key"], bundleIdentifier: row["bundle_id"],
-                             request: try decode(NotificationRequestValue.self, row["request"]),
+                             request: try decodeRequest(row["request"]),
                              nextFire: nextFire.map { Date(timeIntervalSinceReferenceDate: $0) })
     }
 
-    public func pendingRecord(key: Int64) -> StoreTicket<PendingRecord?> {
+    public func pendingRecords(_ bundleIdentifier: String) -> StoreTicket<[PendingRecord]> {
         writer.submit { db in
-            try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM pending WHERE key = ?"), arguments: [key]).map(Self.record)
+            try Row.fetchAll(db.cachedStatement(sql: "SELECT * FROM pending WHERE bundle_id = ? ORDER BY key"), arguments: [bundleIdentifier])
+                .map(Self.record)
         }
+    }
+
+    /// Completes as soon as the read has run in its place in the order, without waiting for
+    /// its batch's commit: the scheduler reads a record to fire it, and what it does next
+    /// (`fireApplied`) is ordered after this read anyway.
+    public func pendingRecord(key: Int64) -> StoreTicket<PendingRecord?> {
+        writer.submitApplied { db in
+            try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM pending WHERE key = ?"), arguments: [key]).map(Self.record)
+        }.applied
     }
 
     public func pendingRequest(_ identifier: String, for bundleIdentifier: String) -> StoreTicket<NotificationRequestValue?> {
         writer.submit { db in
             try Data.fetchOne(db.cachedStatement(sql: "SELECT request FROM pending WHERE bundle_id = ? AND identifier = ?"),
                               arguments: [bundleIdentifier, identifier])
-                .map { try Self.decode(NotificationRequestValue.self, $0) }
+                .map { try Self.decodeRequest($0) }
         }
     }
 
@@ -202,7 +225,7 @@ public final class SQLiteDeviceStore: DeviceStore {
             var removed: [NotificationRequestValue] = []
             for identifier in identifiers {
                 if let data = try Data.fetchOne(db.cachedStatement(sql: "SELECT request FROM pending WHERE bundle_id = ? AND identifier = ?"), arguments: [bundleIdentifier, identifier]) {
-                    removed.append(try Self.decode(NotificationRequestValue.self, data))
+                    removed.append(try Self.decodeRequest(data))
                     try db.cachedStatement(sql: "DELETE FROM pending WHERE bundle_id = ? AND identifier = ?").execute(arguments: [bundleIdentifier, identifier])
                 }
             }
@@ -213,7 +236,7 @@ public final class SQLiteDeviceStore: DeviceStore {
     public func removeAllPending(_ bundleIdentifier: String) -> StoreTicket<[NotificationRequestValue]> {
         writer.submit { db in
             let removed = try Data.fetchAll(db.cachedStatement(sql: "SELECT request FROM pending WHERE bundle_id = ? ORDER BY key"), arguments: [bundleIdentifier])
-                .map { try Self.decode(NotificationRequestValue.self, $0) }
+                .map { try Self.decodeRequest($0) }
             try db.cachedStatement(sql: "DELETE FROM pending WHERE bundle_id = ?").execute(arguments: [bundleIdentifier])
             return removed
         }
@@ -237,7 +260,11 @@ public final class SQLiteDeviceStore: DeviceStore {
     }
 
     public func fire(key: Int64, at date: Date, nextFire: Date?, keepPending: Bool, deliver: Bool) -> StoreTicket<FireOutcome?> {
-        writer.submit { db in
+        fireApplied(key: key, at: date, nextFire: nextFire, keepPending: keepPending, deliver: deliver).durable
+    }
+
+    public func fireApplied(key: Int64, at date: Date, nextFire: Date?, keepPending: Bool, deliver: Bool) -> (applied: StoreTicket<FireOutcome?>, durable: StoreTicket<FireOutcome?>) {
+        writer.submitApplied { db in
             guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM pending WHERE key = ?"), arguments: [key]) else { return nil }
             let record = try Self.record(row)
             if keepPending {
@@ -246,7 +273,8 @@ public final class SQLiteDeviceStore: DeviceStore {
                 try db.cachedStatement(sql: "DELETE FROM pending WHERE key = ?").execute(arguments: [key])
             }
             let notification = DeliveredNotificationValue(request: record.request, date: date)
-            let replaced = deliver ? try Self.insertDelivered(db, notification, bundleIdentifier: record.bundleIdentifier) : nil
+            // The pending row's bytes are the request: copied, not encoded again.
+            let replaced = deliver ? try Self.insertDelivered(db, notification, encodedBody: row["request"], bundleIdentifier: record.bundleIdentifier) : nil
             return FireOutcome(notification: notification, replacedDelivered: replaced)
         }
     }
@@ -255,15 +283,15 @@ public final class SQLiteDeviceStore: DeviceStore {
 
     /// Inserts a delivered notification; one with the same identifier is replaced in place
     /// (it keeps its position in the list).
-    private static func insertDelivered(_ db: Database, _ notification: DeliveredNotificationValue, bundleIdentifier: String) throws -> DeliveredNotificationValue? {
+    private static func insertDelivered(_ db: Database, _ notification: DeliveredNotificationValue, encodedBody: Data? = nil, bundleIdentifier: String) throws -> DeliveredNotificationValue? {
         let identifier = notification.request.identifier
         let existing = try Row.fetchOne(db.cachedStatement(sql: "SELECT seq, date, request FROM delivered WHERE bundle_id = ? AND identifier = ?"),
                                         arguments: [bundleIdentifier, identifier])
-        let body = try encode(notification.request)
+        let body = try encodedBody ?? encodeRequest(notification.request)
         if let existing {
             try db.cachedStatement(sql: "UPDATE delivered SET date = ?, request = ? WHERE bundle_id = ? AND identifier = ?").execute(
                            arguments: [notification.date.timeIntervalSinceReferenceDate, body, bundleIdentifier, identifier])
-            return DeliveredNotificationValue(request: try decode(NotificationRequestValue.self, existing["request"]),
+            return DeliveredNotificationValue(request: try decodeRequest(existing["request"]),
                                               date: Date(timeIntervalSinceReferenceDate: existing["date"]))
         }
         let seq = (try Int64.fetchOne(db.cachedStatement(sql: "SELECT MAX(seq) FROM delivered WHERE bundle_id = ?"), arguments: [bundleIdentifier]) ?? 0) + 1
@@ -273,7 +301,7 @@ public final class SQLiteDeviceStore: DeviceStore {
     }
 
     private static func delivered(_ row: Row) throws -> DeliveredNotificationValue {
-        DeliveredNotificationValue(request: try decode(NotificationRequestValue.self, row["request"]), date: Date(timeIntervalSinceReferenceDate: row["date"]))
+        DeliveredNotificationValue(request: try decodeRequest(row["request"]), date: Date(timeIntervalSinceReferenceDate: row["date"]))
     }
 
     public func deliver(_ notification: DeliveredNotificationValue, for bundleIdentifier: String) -> StoreTicket<DeliveredNotificationValue?> {

@@ -94,7 +94,12 @@ public protocol DeviceStore: Sendable {
     /// Adds a request, replacing a pending one with the same identifier; when `limit` is
     /// set, drops the app's oldest-added requests beyond it.
     func addPending(_ request: NotificationRequestValue, for bundleIdentifier: String, nextFire: Date?, limit: Int?) -> StoreTicket<PendingReplacement>
+    /// `addPending` with the request also in `BinaryRequestCodec`'s form (the bytes the app
+    /// sent, which decode to `request`): a store that keeps that form stores them as they are.
+    func addPending(_ request: NotificationRequestValue, encoded: Data?, for bundleIdentifier: String, nextFire: Date?, limit: Int?) -> StoreTicket<PendingReplacement>
     func pending(_ bundleIdentifier: String) -> StoreTicket<[NotificationRequestValue]>
+    /// The app's pending requests with their next fire dates, in the order they were added.
+    func pendingRecords(_ bundleIdentifier: String) -> StoreTicket<[PendingRecord]>
     func pendingRecord(key: Int64) -> StoreTicket<PendingRecord?>
     /// The app's pending request with this identifier.
     func pendingRequest(_ identifier: String, for bundleIdentifier: String) -> StoreTicket<NotificationRequestValue?>
@@ -111,6 +116,11 @@ public protocol DeviceStore: Sendable {
     /// repeats or leaves the pending set if not. Returns nil when the key is gone.
     /// With `deliver` false the notification is not kept as delivered (not shown in a list).
     func fire(key: Int64, at date: Date, nextFire: Date?, keepPending: Bool, deliver: Bool) -> StoreTicket<FireOutcome?>
+    /// `fire`, with a first ticket that completes once the operation has run in its place
+    /// in the store's order (later operations see its effect) and a second once it is
+    /// durable. The engine presents on the first and finishes on the second
+    /// (docs/architecture.md, "Firing").
+    func fireApplied(key: Int64, at date: Date, nextFire: Date?, keepPending: Bool, deliver: Bool) -> (applied: StoreTicket<FireOutcome?>, durable: StoreTicket<FireOutcome?>)
 
     // Delivered
     /// Records a notification as delivered (remote and immediate ones), replacing one with the same identifier.
@@ -128,4 +138,17 @@ public protocol DeviceStore: Sendable {
     func holdResponse(_ response: ResponseValue, for bundleIdentifier: String) -> StoreTicket<Int64>
     func heldResponses(_ bundleIdentifier: String) -> StoreTicket<[HeldResponse]>
     func releaseResponse(id: Int64) -> StoreTicket<Void>
+}
+
+extension DeviceStore {
+    /// Stores that keep requests decoded have no use for the bytes.
+    public func addPending(_ request: NotificationRequestValue, encoded: Data?, for bundleIdentifier: String, nextFire: Date?, limit: Int?) -> StoreTicket<PendingReplacement> {
+        addPending(request, for: bundleIdentifier, nextFire: nextFire, limit: limit)
+    }
+
+    /// A store whose operations are durable when they complete has one ticket for both.
+    public func fireApplied(key: Int64, at date: Date, nextFire: Date?, keepPending: Bool, deliver: Bool) -> (applied: StoreTicket<FireOutcome?>, durable: StoreTicket<FireOutcome?>) {
+        let ticket = fire(key: key, at: date, nextFire: nextFire, keepPending: keepPending, deliver: deliver)
+        return (ticket, ticket)
+    }
 }

@@ -72,6 +72,10 @@ struct InMemoryDeviceState {
 
     func pendingRecord(key: Int64) -> PendingRecord? { pendingByKey[key] }
 
+    func pendingRecords(_ bundleIdentifier: String) -> [PendingRecord] {
+        (state[bundleIdentifier]?.pendingByID.values.sorted() ?? []).compactMap { pendingByKey[$0] }
+    }
+
     func pendingRequest(_ identifier: String, for bundleIdentifier: String) -> NotificationRequestValue? {
         state[bundleIdentifier]?.pendingByID[identifier].flatMap { pendingByKey[$0]?.request }
     }
@@ -217,6 +221,10 @@ public final class InMemoryDeviceStore: DeviceStore {
 
     public func pending(_ bundleIdentifier: String) -> StoreTicket<[NotificationRequestValue]> {
         .value(state.withLock { $0.pending(bundleIdentifier) })
+    }
+
+    public func pendingRecords(_ bundleIdentifier: String) -> StoreTicket<[PendingRecord]> {
+        .value(state.withLock { $0.pendingRecords(bundleIdentifier) })
     }
 
     public func pendingRequest(_ identifier: String, for bundleIdentifier: String) -> StoreTicket<NotificationRequestValue?> {

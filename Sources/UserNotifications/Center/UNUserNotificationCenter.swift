@@ -288,20 +288,25 @@ public final class UNUserNotificationCenter: NSObject, Sendable {
     public func getPendingNotificationRequests(completionHandler: @escaping @Sendable ([UNNotificationRequest]) -> Void) {
         Task {
             let values = (try? await self.pendingValues()) ?? []
-            completionHandler(values.map(UNNotificationRequest.init(value:)))
+            completionHandler(values.map(UNNotificationRequest.init(pending:)))
         }
     }
 
     /// Requests scheduled and not yet delivered (repeating requests stay pending). Empty
     /// when the daemon cannot be reached.
     public nonisolated(nonsending) func pendingNotificationRequests() async -> [UNNotificationRequest] {
-        ((try? await pendingValues()) ?? []).map(UNNotificationRequest.init(value:))
+        ((try? await pendingValues()) ?? []).map(UNNotificationRequest.init(pending:))
     }
 
-    private func pendingValues() async throws(UNError) -> [NotificationRequestValue] {
-        let reply = try await call(.getPending)
-        guard case .requests(let values) = reply else { throw Self.unexpected(reply, to: "getPendingNotificationRequests") }
-        return values
+    /// The pending requests with their scheduled dates, so a time-interval trigger's
+    /// `nextTriggerDate()` is the date the request fires, as on iOS.
+    private func pendingValues() async throws(UNError) -> [PendingRequestValue] {
+        let reply = try await call(.getPendingScheduled)
+        switch reply {
+        case .pendingRequests(let values): return values
+        case .requests(let values): return values.map { PendingRequestValue(request: $0, nextTriggerDate: nil) }
+        default: throw Self.unexpected(reply, to: "getPendingNotificationRequests")
+        }
     }
 
     /// Cancels pending requests; unknown identifiers are ignored.

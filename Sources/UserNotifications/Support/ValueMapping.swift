@@ -113,6 +113,17 @@ extension UNNotificationRequest {
         )
     }
 
+    /// A pending request as the daemon reports it: a time-interval trigger knows the date
+    /// it was scheduled for.
+    @_spi(Tidings) public convenience init(pending: PendingRequestValue) {
+        let value = pending.request
+        var trigger = value.trigger.map(UNNotificationTrigger.make)
+        if case .timeInterval(let seconds, let repeats)? = value.trigger, let date = pending.nextTriggerDate {
+            trigger = UNTimeIntervalNotificationTrigger(timeInterval: seconds, repeats: repeats, scheduledDate: date)
+        }
+        self.init(identifier: value.identifier, immutableContent: UNNotificationContent(value: value.content), trigger: trigger)
+    }
+
     /// The request as a value; validates the trigger and the content.
     @_spi(Tidings) public func value() throws(UNError) -> NotificationRequestValue {
         let trigger = try trigger?.value()

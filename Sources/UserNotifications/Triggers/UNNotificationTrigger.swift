@@ -68,14 +68,26 @@ open class UNTimeIntervalNotificationTrigger: UNNotificationTrigger {
     /// The interval as given (it does not count down).
     public let timeInterval: TimeInterval
 
+    /// When the daemon will fire it: set on the triggers of pending requests
+    /// (`getPendingNotificationRequests`); nil on a trigger the app created.
+    let scheduledDate: Date?
+
     public init(timeInterval: TimeInterval, repeats: Bool) {
         self.timeInterval = timeInterval
+        self.scheduledDate = nil
+        super.init(repeats: repeats)
+    }
+
+    init(timeInterval: TimeInterval, repeats: Bool, scheduledDate: Date?) {
+        self.timeInterval = timeInterval
+        self.scheduledDate = scheduledDate
         super.init(repeats: repeats)
     }
 
     public required init?(coder: NSCoder) {
         guard case .timeInterval(let seconds, _)? = ArchivedValue.decode(TriggerValue.self, from: coder) else { return nil }
         timeInterval = seconds
+        scheduledDate = nil
         super.init(coder: coder)
     }
 
@@ -90,9 +102,10 @@ open class UNTimeIntervalNotificationTrigger: UNNotificationTrigger {
         return nil
     }
 
-    /// The date the trigger next fires, counted from now; nil for an invalid interval.
+    /// The date the trigger next fires: for a pending request's trigger, the date the daemon
+    /// scheduled; for a new trigger, counted from now; nil for an invalid interval.
     open func nextTriggerDate() -> Date? {
-        nextTriggerDate(after: Date())
+        scheduledDate ?? nextTriggerDate(after: Date())
     }
 
     /// The date the trigger next fires when counted from `date` (the moment it is added).

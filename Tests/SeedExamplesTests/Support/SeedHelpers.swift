@@ -119,7 +119,7 @@ final class RecordingDaemon: NotificationServiceTransport {
         case .getSettings: return .settings(settings)
         case .getCategories: return .categories([])
         case .add(let value): return .added(value)
-        case .getPending: return .requests([])
+        case .getPending, .getPendingScheduled: return .requests([])
         case .getDelivered: return .notifications([])
         default: return .ok
         }

@@ -31,7 +31,7 @@ final class FakeTransport: NotificationServiceTransport {
         case .getSettings: .settings(.granted([.alert, .sound, .badge], provisional: false))
         case .getCategories: .categories([])
         case .add(let value): .added(value)
-        case .getPending: .requests([])
+        case .getPending, .getPendingScheduled: .requests([])
         case .getDelivered: .notifications([])
         default: .ok
         }
