@@ -32,6 +32,9 @@ public struct DaemonConfiguration: Sendable {
     public var clock: any WallClock
     public var presenters: [any Presenter]
     public var logger: Logger
+    /// How apps' notification service extensions run (deadline, grace, memory limit,
+    /// reuse); nil: the defaults, with containers in `<data dir>/extensions`.
+    public var serviceExtensions: ServiceExtensionConfiguration?
 
     public init(dataDirectory: String, socketPath: String? = nil, consent: Consent = .prompt, developmentMode: Bool = false, iOSPendingLimit: Bool = false, terminalPresenter: Bool = true, clock: any WallClock = SystemWallClock(), presenters: [any Presenter] = [], logger: Logger = Logger(label: "tidings.daemon")) {
         self.dataDirectory = dataDirectory
@@ -54,11 +57,14 @@ public final class NotificationDaemon: Service {
     public let engine: NotificationEngine
     public let configuration: DaemonConfiguration
     private let server: AppSocketServer
+    /// Runs service extensions for the engine's remote pipeline.
+    public let serviceExtensionRunner: ServiceExtensionRunner?
 
-    init(engine: NotificationEngine, server: AppSocketServer, configuration: DaemonConfiguration) {
+    init(engine: NotificationEngine, server: AppSocketServer, configuration: DaemonConfiguration, serviceExtensionRunner: ServiceExtensionRunner? = nil) {
         self.engine = engine
         self.server = server
         self.configuration = configuration
+        self.serviceExtensionRunner = serviceExtensionRunner
     }
 
     public var socketPath: String { server.path }
@@ -78,6 +84,7 @@ public final class NotificationDaemon: Service {
             }
         }
         await server.close()
+        await serviceExtensionRunner?.shutdown()
     }
 }
 
@@ -94,16 +101,21 @@ public func buildDaemon(_ configuration: DaemonConfiguration) async throws -> No
     }
     var presenters = configuration.presenters
     if configuration.terminalPresenter { presenters.append(TerminalPresenter()) }
+    let attachments = AttachmentStore(root: URL(fileURLWithPath: configuration.dataDirectory).appendingPathComponent("attachments"))
+    let serviceExtensionRunner = ServiceExtensionRunner(
+        configuration: configuration.serviceExtensions ?? ServiceExtensionConfiguration(containerRoot: configuration.dataDirectory + "/extensions"),
+        clock: configuration.clock, attachments: attachments, logger: configuration.logger)
     let engine = NotificationEngine(configuration: EngineConfiguration(
         clock: configuration.clock,
         store: store,
-        attachments: AttachmentStore(root: URL(fileURLWithPath: configuration.dataDirectory).appendingPathComponent("attachments")),
+        attachments: attachments,
         consent: consent,
         presenters: presenters,
         launcher: ProcessLauncher(socketPath: socketPath, logger: configuration.logger),
         pendingLimit: configuration.iOSPendingLimit ? EngineConfiguration.iOSPendingLimit : nil,
+        serviceExtensions: serviceExtensionRunner,
         logger: configuration.logger))
     let server = try await AppSocketServer.bind(path: socketPath)
     configuration.logger.info("notification daemon listening", metadata: ["socket": "\(socketPath)", "data": "\(configuration.dataDirectory)"])
-    return NotificationDaemon(engine: engine, server: server, configuration: configuration)
+    return NotificationDaemon(engine: engine, server: server, configuration: configuration, serviceExtensionRunner: serviceExtensionRunner)
 }
