@@ -79,19 +79,20 @@ struct ServiceExtensionRunnerTests {
         await h.close()
     }
 
-    @Test("memory over the limit delivers the original content; the same request without the limit succeeds")
+    @Test("memory over the default limit delivers the original content; the same request without the limit succeeds")
     func memoryLimit() async throws {
-        let limited = try ExtensionHarness(memoryLimit: 512 << 20)
-        let request = limited.request("memory", ["megabytes": .integer(768)])
+        let limited = try ExtensionHarness()
+        let limit = ServiceExtensionConfiguration.defaultMemoryLimit >> 20
+        let request = limited.request("memory", ["megabytes": .integer(Int64(limit + 256))])
         let outcome = await limited.modify(request)
         #expect(outcome.content == request.content)
-        #expect(outcome.failure?.contains("memory over the limit of 512 MiB") == true)
+        #expect(outcome.failure?.contains("memory over the limit of \(limit) MiB") == true)
         await limited.close()
 
         let unlimited = try ExtensionHarness(memoryLimit: nil)
         let control = await unlimited.modify(request)
         #expect(control.failure == nil)
-        #expect(control.content.body == "allocated 768 MiB")
+        #expect(control.content.body == "allocated \(limit + 256) MiB")
         await unlimited.close()
     }
 

@@ -15,8 +15,11 @@ public struct ServiceExtensionConfiguration: Sendable {
     /// process is killed.
     public var grace: TimeInterval
     /// The address space an extension process may have (`RLIMIT_AS`); nil: no limit.
-    /// iOS allows a service extension 24 MiB of memory, but `RLIMIT_AS` counts mapped
-    /// address space, and a Swift process with Foundation maps far more than it touches.
+    /// iOS allows a service extension 24 MiB of resident memory, but `RLIMIT_AS` counts
+    /// mapped address space, and a Swift process with Foundation maps far more than it
+    /// touches: measured (docs/service-extensions.md), a no-op extension maps 158 MB
+    /// (24 MB resident) and the image-download example 217 MB (39 MB resident) with
+    /// `MALLOC_ARENA_MAX=2`, which the runner sets. 512 MiB leaves twice that.
     public var memoryLimit: Int?
     /// Keep a process per extension between requests (one at a time each).
     public var reuseProcesses: Bool
@@ -25,7 +28,7 @@ public struct ServiceExtensionConfiguration: Sendable {
 
     public static let defaultDeadline: TimeInterval = 30
     public static let defaultGrace: TimeInterval = 2
-    public static let defaultMemoryLimit = 1024 * 1024 * 1024
+    public static let defaultMemoryLimit = 512 * 1024 * 1024
 
     public init(containerRoot: String, deadline: TimeInterval = defaultDeadline, grace: TimeInterval = defaultGrace, memoryLimit: Int? = defaultMemoryLimit, reuseProcesses: Bool = true, environment: [String: String] = [:]) {
         self.containerRoot = containerRoot
@@ -133,6 +136,9 @@ public actor ServiceExtensionRunner: ServiceExtensionRunning {
         // A crash report takes seconds that the push would wait for; set SWIFT_BACKTRACE
         // (in the daemon's environment or the configuration's) to get them.
         if environment["SWIFT_BACKTRACE"] == nil { environment["SWIFT_BACKTRACE"] = "enable=no" }
+        // glibc reserves 64 MiB of address space per malloc arena (up to 8 per core): two
+        // keep the address space near what is used, so the memory limit means memory.
+        if environment["MALLOC_ARENA_MAX"] == nil { environment["MALLOC_ARENA_MAX"] = "2" }
         for (key, value) in configuration.environment { environment[key] = value }
         environment[ServiceExtensionEnvironment.extensionBundleIdentifier] = record.bundleIdentifier
         environment[ServiceExtensionEnvironment.appBundleIdentifier] = app.bundleIdentifier
