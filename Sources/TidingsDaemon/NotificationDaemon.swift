@@ -102,8 +102,11 @@ public func buildDaemon(_ configuration: DaemonConfiguration) async throws -> No
     var presenters = configuration.presenters
     if configuration.terminalPresenter { presenters.append(TerminalPresenter()) }
     let attachments = AttachmentStore(root: URL(fileURLWithPath: configuration.dataDirectory).appendingPathComponent("attachments"))
+    var extensionConfiguration = configuration.serviceExtensions ?? ServiceExtensionConfiguration(containerRoot: configuration.dataDirectory + "/extensions")
+    // Extensions may use UNUserNotificationCenter, as on iOS: point them at this daemon.
+    if extensionConfiguration.environment["TIDINGS_SOCKET"] == nil { extensionConfiguration.environment["TIDINGS_SOCKET"] = socketPath }
     let serviceExtensionRunner = ServiceExtensionRunner(
-        configuration: configuration.serviceExtensions ?? ServiceExtensionConfiguration(containerRoot: configuration.dataDirectory + "/extensions"),
+        configuration: extensionConfiguration,
         clock: configuration.clock, attachments: attachments, logger: configuration.logger)
     let engine = NotificationEngine(configuration: EngineConfiguration(
         clock: configuration.clock,

@@ -46,7 +46,7 @@ public struct ServiceExtensionConfiguration: Sendable {
 /// and the memory limit. Never fails: whatever goes wrong, the outcome carries the original
 /// content and says why.
 public actor ServiceExtensionRunner: ServiceExtensionRunning {
-    public let configuration: ServiceExtensionConfiguration
+    public nonisolated let configuration: ServiceExtensionConfiguration
     private let clock: any WallClock
     private let attachments: AttachmentStore
     private let logger: Logger
