@@ -116,6 +116,21 @@ struct ServiceExtensionRunnerTests {
         await h.close()
     }
 
+    @Test("a push that arrives while the extension's process is busy gets a process of its own")
+    func busyProcessIsNotShared() async throws {
+        let h = try ExtensionHarness()
+        let warm = try #require(await h.modify(h.request("modify")).processIdentifier)
+        let slow = await h.start(h.request("best-attempt"))
+        let meanwhile = await h.modify(h.request("modify"))
+        #expect(meanwhile.failure == nil)
+        #expect(meanwhile.processIdentifier != warm)
+        h.clock.advance(by: 30)
+        let late = await slow.value
+        #expect(late.processIdentifier == warm)
+        #expect(late.content.title == "best attempt: Hello")
+        await h.close()
+    }
+
     @Test("without reuse, each request gets a new process")
     func noReuse() async throws {
         let h = try ExtensionHarness(reuse: false)
