@@ -116,6 +116,19 @@ struct ServiceExtensionRunnerTests {
         await h.close()
     }
 
+    @Test("a warm process that died while idle is replaced at the next push")
+    func deadWarmProcessIsReplaced() async throws {
+        let h = try ExtensionHarness()
+        let pid = try #require(await h.modify(h.request("modify")).processIdentifier)
+        kill(pid, SIGKILL)
+        #expect(await eventually { !processExists(pid) })
+        let next = await h.modify(h.request("modify"))
+        #expect(next.failure == nil)
+        #expect(next.content.title == "modified: Hello")
+        #expect(next.processIdentifier != nil && next.processIdentifier != pid)
+        await h.close()
+    }
+
     @Test("a push that arrives while the extension's process is busy gets a process of its own")
     func busyProcessIsNotShared() async throws {
         let h = try ExtensionHarness()

@@ -73,14 +73,26 @@ public actor ServiceExtensionRunner: ServiceExtensionRunning {
         } catch {
             return failed(request, "cannot create the extension's container \(container): \(error.localizedDescription)", metadata)
         }
-        let process: ExtensionProcess
+        let command = ServiceExtensionCommand.modify(id: id, request: request, stagingDirectory: staging)
+        var process: ExtensionProcess
+        var sent: Bool
         do {
-            process = try checkOut(record, app: app, container: container)
+            let (checkedOut, warm) = try checkOut(record, app: app, container: container)
+            process = checkedOut
+            sent = (try? process.send(command)) != nil
+            if !sent && warm {
+                // The warm process died while idle, unnoticed so far: this push did not
+                // reach it, so it goes to a fresh process.
+                process.kill()
+                process = try checkOut(record, app: app, container: container).process
+                sent = (try? process.send(command)) != nil
+            }
         } catch {
             return failed(request, "cannot start the extension \(record.executable): \(error)", metadata)
         }
         metadata["pid"] = "\(process.pid)"
-        let result = await serve(id: id, request: request, staging: staging, on: process)
+        if !sent { process.post(.closed) }
+        let result = await serve(id: id, on: process)
         switch result {
         case .deliver(let content, let note, let reuse):
             if reuse { checkIn(process) } else { process.kill() }
@@ -124,9 +136,10 @@ public actor ServiceExtensionRunner: ServiceExtensionRunning {
             .appendingPathComponent(record.bundleIdentifier, isDirectory: true).path
     }
 
-    private func checkOut(_ record: AppExtensionRecord, app: AppRecord, container: String) throws -> ExtensionProcess {
+    /// The warm process of the extension if it is alive (`warm`), else a new one.
+    private func checkOut(_ record: AppExtensionRecord, app: AppRecord, container: String) throws -> (process: ExtensionProcess, warm: Bool) {
         if let warm = idle.removeValue(forKey: record.bundleIdentifier) {
-            if warm.isAlive { return warm }
+            if warm.isAlive { return (warm, true) }
             warm.kill()
         }
         guard FileManager.default.isExecutableFile(atPath: record.executable) else {
@@ -149,7 +162,7 @@ public actor ServiceExtensionRunner: ServiceExtensionRunning {
         let process = try ExtensionProcess.spawn(executable: record.executable, extensionIdentifier: record.bundleIdentifier, environment: environment,
                                                  directory: app.directory, memoryLimit: configuration.memoryLimit)
         logger.info("started service extension", metadata: ["extension": "\(record.bundleIdentifier)", "pid": "\(process.pid)"])
-        return process
+        return (process, false)
     }
 
     private func checkIn(_ process: ExtensionProcess) {
@@ -160,9 +173,9 @@ public actor ServiceExtensionRunner: ServiceExtensionRunning {
         idle[process.extensionIdentifier] = process
     }
 
-    /// Runs one request on a process to its end: the reply, or the deadline, the grace, and
-    /// the kill. Returns `.deliver` or `.deliverOriginal`.
-    private nonisolated func serve(id: UInt64, request: NotificationRequestValue, staging: String, on process: ExtensionProcess) async -> ServiceExtensionRequestStateMachine.Action {
+    /// Runs one request, already sent, on a process to its end: the reply, or the deadline,
+    /// the grace, and the kill. Returns `.deliver` or `.deliverOriginal`.
+    private nonisolated func serve(id: UInt64, on process: ExtensionProcess) async -> ServiceExtensionRequestStateMachine.Action {
         let clock = self.clock
         let memoryLimit = configuration.memoryLimit
         var machine = ServiceExtensionRequestStateMachine(deadline: configuration.deadline, grace: configuration.grace)
@@ -172,11 +185,6 @@ public actor ServiceExtensionRunner: ServiceExtensionRunning {
             group.addTask {
                 guard (try? await clock.sleep(until: deadline)) != nil else { return }
                 process.post(.timer(id: id, .deadlinePassed))
-            }
-            do {
-                try process.send(.modify(id: id, request: request, stagingDirectory: staging))
-            } catch {
-                process.post(.closed)
             }
             while true {
                 let event: ServiceExtensionRequestStateMachine.Event
