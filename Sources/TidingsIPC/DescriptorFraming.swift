@@ -6,7 +6,12 @@ import Foundation
 public enum DescriptorFraming {
     public struct Error: Swift.Error, CustomStringConvertible, Hashable {
         public let description: String
-        public init(_ description: String) { self.description = description }
+        /// The descriptor failed (reset, closed), as opposed to bytes that are no frame.
+        public let isIOError: Bool
+        public init(_ description: String, isIOError: Bool = false) {
+            self.description = description
+            self.isIOError = isIOError
+        }
     }
 
     /// Reads one frame. Returns nil at end of file on a frame boundary; throws on a cut
@@ -56,7 +61,7 @@ public enum DescriptorFraming {
             if n < 0 {
                 if errno == EINTR { continue }
                 if errno == ENOTSOCK, useSend { useSend = false; continue }
-                throw Error("write failed: \(String(cString: strerror(errno)))")
+                throw Error("write failed: \(String(cString: strerror(errno)))", isIOError: true)
             }
             offset += n
         }
@@ -70,7 +75,7 @@ public enum DescriptorFraming {
             }
             if n < 0 {
                 if errno == EINTR { continue }
-                throw Error("read failed: \(String(cString: strerror(errno)))")
+                throw Error("read failed: \(String(cString: strerror(errno)))", isIOError: true)
             }
             if n == 0 { break }
             offset += n

@@ -80,9 +80,10 @@ final class ExtensionProcess: Sendable {
         return child
     }
 
-    /// Whether the channel is still open and the process has not exited.
+    /// Whether the channel is still open, nothing went wrong on it, and the process has not
+    /// exited: whether it may serve a request.
     var isAlive: Bool {
-        !mailbox.isClosed && exit.withLock { $0.description == nil }
+        !mailbox.hasFailed && exit.withLock { $0.description == nil }
     }
 
     func send(_ command: ServiceExtensionCommand) throws {
@@ -151,7 +152,9 @@ final class ExtensionProcess: Sendable {
                     break
                 }
             } catch {
-                mailbox.post(.garbage(error.description))
+                // A reset connection is the process's end (`.closed` follows); anything
+                // else is bytes that are no frame.
+                if !error.isIOError { mailbox.post(.garbage(error.description)) }
                 break
             }
         }
@@ -194,7 +197,17 @@ private final class Mailbox: Sendable {
     }
     private let state = Mutex(State())
 
-    var isClosed: Bool { state.withLock { $0.closed } }
+    /// The channel closed, or garbage or its end is waiting to be read.
+    var hasFailed: Bool {
+        state.withLock { state in
+            state.closed || state.events.contains { event in
+                switch event {
+                case .garbage, .closed: true
+                case .reply, .timer: false
+                }
+            }
+        }
+    }
 
     func post(_ event: ExtensionProcessEvent) {
         let waiter = state.withLock { state -> CheckedContinuation<ExtensionProcessEvent, Never>? in
