@@ -192,15 +192,16 @@ let package = Package(
         // `swift run -c release ExtensionBenchmark`: see docs/benchmarks.md.
         .executableTarget(
             name: "ExtensionBenchmark",
-            dependencies: ["TidingsCore", "TidingsDaemon", "TidingsEngine", "TidingsTesting"],
+            dependencies: ["TidingsCore", "TidingsDaemon", "TidingsEngine", .product(name: "Logging", package: "swift-log")],
             path: "Benchmarks/Extensions",
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "TidingsExtensionTests",
             dependencies: [
-                "TidingsDaemon", "TidingsEngine", "TidingsTesting",
+                "TidingsCore", "TidingsDaemon", "TidingsEngine", "TidingsTesting",
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
