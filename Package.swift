@@ -188,6 +188,48 @@ let package = Package(
             path: "Benchmarks/Remote"
         ),
 
+        // Notification service extensions (docs/service-extensions.md): the two examples, a
+        // test fixture that misbehaves on request, and the warm-extension benchmark.
+        .executableTarget(
+            name: "ImageServiceExtension",
+            dependencies: ["UserNotifications"],
+            path: "Examples/ImageService/Sources",
+            // The seeds' download code (URLSession callbacks capturing the content), as written
+            // for iOS: Swift 5 language mode, as the seeds' test target.
+            swiftSettings: [.swiftLanguageMode(.v5)]
+        ),
+        .executableTarget(
+            name: "SecureMessageExtension",
+            dependencies: ["UserNotifications", .product(name: "Crypto", package: "swift-crypto")],
+            path: "Examples/SecureMessages/Sources",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "TestServiceExtension",
+            dependencies: ["UserNotifications"],
+            path: "Tests/Fixtures/TestServiceExtension",
+            swiftSettings: swiftSettings
+        ),
+        // `swift run -c release ExtensionBenchmark`: see docs/benchmarks.md.
+        .executableTarget(
+            name: "ExtensionBenchmark",
+            dependencies: ["TidingsCore", "TidingsDaemon", "TidingsEngine", .product(name: "Logging", package: "swift-log")],
+            path: "Benchmarks/Extensions",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "TidingsExtensionTests",
+            dependencies: [
+                "TidingsCore", "TidingsDaemon", "TidingsEngine", "TidingsTesting",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+
         .testTarget(name: "TidingsCoreTests", dependencies: ["TidingsCore"], swiftSettings: swiftSettings),
         .testTarget(
             name: "UserNotificationsTests",

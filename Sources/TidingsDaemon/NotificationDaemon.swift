@@ -36,6 +36,9 @@ public struct DaemonConfiguration: Sendable {
     public var gateway: GatewayLinkConfiguration?
     /// Silent-push budget and languages for remote notifications.
     public var remote = RemoteConfiguration()
+    /// How apps' notification service extensions run (deadline, grace, memory limit,
+    /// reuse); nil: the defaults, with containers in `<data dir>/extensions`.
+    public var serviceExtensions: ServiceExtensionConfiguration?
 
     public init(dataDirectory: String, socketPath: String? = nil, consent: Consent = .prompt, developmentMode: Bool = false, iOSPendingLimit: Bool = false, terminalPresenter: Bool = true, clock: any WallClock = SystemWallClock(), presenters: [any Presenter] = [], logger: Logger = Logger(label: "tidings.daemon")) {
         self.dataDirectory = dataDirectory
@@ -60,12 +63,15 @@ public final class NotificationDaemon: Service {
     private let server: AppSocketServer
     /// The connection to the push gateway, when one is configured.
     public let gatewayLink: GatewayLink?
+    /// Runs service extensions for the engine's remote pipeline.
+    public let serviceExtensionRunner: ServiceExtensionRunner?
 
-    init(engine: NotificationEngine, server: AppSocketServer, configuration: DaemonConfiguration, gatewayLink: GatewayLink? = nil) {
+    init(engine: NotificationEngine, server: AppSocketServer, configuration: DaemonConfiguration, gatewayLink: GatewayLink? = nil, serviceExtensionRunner: ServiceExtensionRunner? = nil) {
         self.engine = engine
         self.server = server
         self.configuration = configuration
         self.gatewayLink = gatewayLink
+        self.serviceExtensionRunner = serviceExtensionRunner
     }
 
     public var socketPath: String { server.path }
@@ -86,6 +92,7 @@ public final class NotificationDaemon: Service {
             }
         }
         await server.close()
+        await serviceExtensionRunner?.shutdown()
     }
 }
 
@@ -102,14 +109,22 @@ public func buildDaemon(_ configuration: DaemonConfiguration) async throws -> No
     }
     var presenters = configuration.presenters
     if configuration.terminalPresenter { presenters.append(TerminalPresenter()) }
+    let attachments = AttachmentStore(root: URL(fileURLWithPath: configuration.dataDirectory).appendingPathComponent("attachments"))
+    var extensionConfiguration = configuration.serviceExtensions ?? ServiceExtensionConfiguration(containerRoot: configuration.dataDirectory + "/extensions")
+    // Extensions may use UNUserNotificationCenter, as on iOS: point them at this daemon.
+    if extensionConfiguration.environment["TIDINGS_SOCKET"] == nil { extensionConfiguration.environment["TIDINGS_SOCKET"] = socketPath }
+    let serviceExtensionRunner = ServiceExtensionRunner(
+        configuration: extensionConfiguration,
+        clock: configuration.clock, attachments: attachments, logger: configuration.logger)
     let engine = NotificationEngine(configuration: EngineConfiguration(
         clock: configuration.clock,
         store: store,
-        attachments: AttachmentStore(root: URL(fileURLWithPath: configuration.dataDirectory).appendingPathComponent("attachments")),
+        attachments: attachments,
         consent: consent,
         presenters: presenters,
         launcher: ProcessLauncher(socketPath: socketPath, logger: configuration.logger),
         pendingLimit: configuration.iOSPendingLimit ? EngineConfiguration.iOSPendingLimit : nil,
+        serviceExtensions: serviceExtensionRunner,
         logger: configuration.logger))
     var gatewayLink: GatewayLink?
     if let gateway = configuration.gateway {
@@ -122,5 +137,5 @@ public func buildDaemon(_ configuration: DaemonConfiguration) async throws -> No
     }
     let server = try await AppSocketServer.bind(path: socketPath)
     configuration.logger.info("notification daemon listening", metadata: ["socket": "\(socketPath)", "data": "\(configuration.dataDirectory)"])
-    return NotificationDaemon(engine: engine, server: server, configuration: configuration, gatewayLink: gatewayLink)
+    return NotificationDaemon(engine: engine, server: server, configuration: configuration, gatewayLink: gatewayLink, serviceExtensionRunner: serviceExtensionRunner)
 }

@@ -67,7 +67,7 @@ extension NotificationEngine {
             try await badgeStored?.value
         } catch {
             logger.error("could not record a delivery", metadata: ["app": "\(bundle)", "request": "\(request.identifier)", "error": "\(error)"])
-            return
+            return nil
         }
         if let replaced {
             await releaseAttachments(of: [replaced.request], bundle: bundle)

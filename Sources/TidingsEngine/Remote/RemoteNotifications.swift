@@ -117,14 +117,8 @@ extension NotificationEngine {
                 request.content = outcome.content
                 request.identifier = push.requestIdentifier
                 request.trigger = .push
-                if !request.content.attachments.isEmpty {
-                    do {
-                        request.content.attachments = try configuration.attachments.ingest(request.content.attachments, bundleIdentifier: bundle, appDirectory: app.directory)
-                    } catch {
-                        logger.warning("dropped the service extension's attachments", metadata: ["app": "\(bundle)", "error": "\(error)"])
-                        request.content.attachments = []
-                    }
-                }
+                // The runner has already moved the extension's attachments into the app's
+                // store through the same validation as `add` (docs/service-extensions.md).
             }
             let presentation = await deliver(request, bundle: bundle, date: clock.now, pendingKey: nil, nextFire: nil)
             finishedDelivery()

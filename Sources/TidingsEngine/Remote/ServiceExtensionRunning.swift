@@ -13,12 +13,23 @@ public protocol ServiceExtensionRunning: Sendable {
 
 public struct ServiceExtensionOutcome: Sendable, Hashable {
     /// The content to deliver: the extension's (best attempt), or the original.
+    ///
+    /// Attachments the extension made are already in the app's attachment store
+    /// (`AttachmentStore.ingest`, the validation of `add`): deliver them as they are, do not
+    /// ingest them again.
     public var content: NotificationContentValue
     /// Why the original content was kept (or only a best attempt delivered), for the log; nil on success.
     public var failure: String?
+    /// Attachments of the extension's content that failed validation or lay outside its
+    /// container: left out of `content` (the rest is delivered), one reason each.
+    public var rejectedAttachments: [String]
+    /// The extension process that ran the request, if one started.
+    public var processIdentifier: Int32?
 
-    public init(content: NotificationContentValue, failure: String? = nil) {
+    public init(content: NotificationContentValue, failure: String? = nil, rejectedAttachments: [String] = [], processIdentifier: Int32? = nil) {
         self.content = content
         self.failure = failure
+        self.rejectedAttachments = rejectedAttachments
+        self.processIdentifier = processIdentifier
     }
 }

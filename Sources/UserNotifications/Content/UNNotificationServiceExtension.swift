@@ -11,9 +11,13 @@ import Foundation
 /// the original content is shown.
 ///
 /// The daemon starts the extension's executable (declared in the app's manifest) and
-/// drives an instance of this class; the same process may receive several requests.
+/// drives an instance of this class; the same process may receive several requests, each
+/// on a new instance, as on iOS. The executable's `main` hands control to
+/// `UNNotificationServiceExtensionMain(_:)` with the subclass; both methods run on the main
+/// thread (the main actor). See docs/service-extensions.md.
 open class UNNotificationServiceExtension: NSObject {
-    public override init() {
+    /// Required: the entry point creates an instance of the principal class per request.
+    public required override init() {
         super.init()
     }
 

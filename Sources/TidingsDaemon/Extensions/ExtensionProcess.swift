@@ -1,0 +1,239 @@
+import Foundation
+import Synchronization
+import TidingsCore
+import TidingsIPC
+
+/// What a service extension process's reader, its timers and its exit report to the
+/// request being served.
+enum ExtensionProcessEvent: Sendable {
+    case reply(ServiceExtensionReply)
+    case garbage(String)
+    case closed
+    /// A deadline or grace timer of request `id` went off.
+    case timer(id: UInt64, ServiceExtensionRequestStateMachine.Event)
+}
+
+/// One running service extension executable: its channel (a socket pair on the child's
+/// standard input and output), a reader thread that turns frames into events, and its exit.
+final class ExtensionProcess: Sendable {
+    let pid: Int32
+    let extensionIdentifier: String
+    private let descriptor: Mutex<Int32>
+    private let mailbox = Mailbox()
+    private let exit = Mutex<ExitState>(ExitState())
+
+    private struct ExitState {
+        var description: String?
+        var waiters: [CheckedContinuation<String, Never>] = []
+    }
+
+    private init(pid: Int32, descriptor: Int32, extensionIdentifier: String) {
+        self.pid = pid
+        self.descriptor = Mutex(descriptor)
+        self.extensionIdentifier = extensionIdentifier
+    }
+
+    /// Starts `executable` with the channel on its standard input and output. With a
+    /// memory limit, `/bin/sh` sets `RLIMIT_AS` (`ulimit -v`) and then execs the executable,
+    /// so the limit holds from the first instruction.
+    static func spawn(executable: String, extensionIdentifier: String, environment: [String: String], directory: String, memoryLimit: Int?) throws -> ExtensionProcess {
+        var pair: [Int32] = [-1, -1]
+        guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &pair) == 0 else {
+            throw DescriptorFraming.Error("socketpair failed: \(String(cString: strerror(errno)))")
+        }
+        let (parentEnd, childEnd) = (pair[0], pair[1])
+        let process = Process()
+        if let memoryLimit {
+            process.executableURL = URL(fileURLWithPath: "/bin/sh")
+            process.arguments = ["-c", "ulimit -v \(max(memoryLimit / 1024, 1)) && exec \"$0\"", executable]
+        } else {
+            process.executableURL = URL(fileURLWithPath: executable)
+            process.arguments = []
+        }
+        process.currentDirectoryURL = URL(fileURLWithPath: directory)
+        process.environment = environment
+        let childHandle = FileHandle(fileDescriptor: childEnd, closeOnDealloc: false)
+        process.standardInput = childHandle
+        process.standardOutput = childHandle
+        let box = ExitBox()
+        process.terminationHandler = { process in
+            let how: String = switch process.terminationReason {
+            case .exit: "exited with status \(process.terminationStatus)"
+            case .uncaughtSignal: "terminated by signal \(process.terminationStatus) (\(String(cString: strsignal(process.terminationStatus))))"
+            @unknown default: "ended with status \(process.terminationStatus)"
+            }
+            box.report(how)
+        }
+        do {
+            try process.run()
+        } catch {
+            close(parentEnd)
+            close(childEnd)
+            throw error
+        }
+        close(childEnd)
+        let child = ExtensionProcess(pid: process.processIdentifier, descriptor: parentEnd, extensionIdentifier: extensionIdentifier)
+        box.attach(child)
+        let reader = Thread { child.readLoop(parentEnd) }
+        reader.name = "tidings.extension.\(child.pid)"
+        reader.start()
+        return child
+    }
+
+    /// Whether the channel is still open, nothing went wrong on it, and the process has not
+    /// exited: whether it may serve a request.
+    var isAlive: Bool {
+        !mailbox.hasFailed && exit.withLock { $0.description == nil }
+    }
+
+    func send(_ command: ServiceExtensionCommand) throws {
+        let data = try JSONEncoder().encode(command)
+        try descriptor.withLock { fd in
+            guard fd >= 0 else { throw DescriptorFraming.Error("the channel is closed") }
+            try DescriptorFraming.write(Array(data), to: fd)
+        }
+    }
+
+    func next() async -> ExtensionProcessEvent {
+        await mailbox.next()
+    }
+
+    func post(_ event: ExtensionProcessEvent) {
+        mailbox.post(event)
+    }
+
+    /// Kills the process (`SIGKILL`) unless it has exited, and closes the channel.
+    func kill() {
+        exit.withLock { state in
+            if state.description == nil { _ = Foundation.kill(pid, SIGKILL) }
+        }
+        descriptor.withLock { fd in
+            if fd >= 0 { shutdown(fd, Int32(SHUT_RDWR)) }
+        }
+    }
+
+    /// Closes the channel: the entry point sees the end of its input and exits.
+    func retire() {
+        descriptor.withLock { fd in
+            if fd >= 0 { shutdown(fd, Int32(SHUT_RDWR)) }
+        }
+    }
+
+    /// How the process ended; waits for it.
+    func exitDescription() async -> String {
+        await withCheckedContinuation { continuation in
+            let done = exit.withLock { state -> String? in
+                if let description = state.description { return description }
+                state.waiters.append(continuation)
+                return nil
+            }
+            if let done { continuation.resume(returning: done) }
+        }
+    }
+
+    fileprivate func exited(_ description: String) {
+        let waiters = exit.withLock { state in
+            state.description = description
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume(returning: description) }
+    }
+
+    private func readLoop(_ fd: Int32) {
+        let decoder = JSONDecoder()
+        while true {
+            do {
+                guard let frame = try DescriptorFraming.read(from: fd) else { break }
+                do {
+                    mailbox.post(.reply(try decoder.decode(ServiceExtensionReply.self, from: Data(frame))))
+                } catch {
+                    mailbox.post(.garbage("a frame of \(frame.count) bytes that is no reply: \(String(decoding: frame.prefix(80), as: UTF8.self).debugDescription)"))
+                    break
+                }
+            } catch {
+                // A reset connection is the process's end (`.closed` follows); anything
+                // else is bytes that are no frame.
+                if !error.isIOError { mailbox.post(.garbage(error.description)) }
+                break
+            }
+        }
+        descriptor.withLock { descriptor in
+            close(descriptor)
+            descriptor = -1
+        }
+        mailbox.close()
+    }
+}
+
+/// Connects the termination handler (set before the process runs) to the process object
+/// (made after): an exit that comes first is kept until the object attaches.
+private final class ExitBox: Sendable {
+    private let state = Mutex<(child: ExtensionProcess?, early: String?)>((nil, nil))
+
+    func attach(_ child: ExtensionProcess) {
+        let early = state.withLock { state -> String? in
+            state.child = child
+            return state.early
+        }
+        if let early { child.exited(early) }
+    }
+
+    func report(_ description: String) {
+        let child = state.withLock { state -> ExtensionProcess? in
+            if state.child == nil { state.early = description }
+            return state.child
+        }
+        child?.exited(description)
+    }
+}
+
+/// Events in arrival order with one waiting consumer (requests to a process are sequential).
+private final class Mailbox: Sendable {
+    private struct State {
+        var events: [ExtensionProcessEvent] = []
+        var waiter: CheckedContinuation<ExtensionProcessEvent, Never>?
+        var closed = false
+    }
+    private let state = Mutex(State())
+
+    /// The channel closed, or garbage or its end is waiting to be read.
+    var hasFailed: Bool {
+        state.withLock { state in
+            state.closed || state.events.contains { event in
+                switch event {
+                case .garbage, .closed: true
+                case .reply, .timer: false
+                }
+            }
+        }
+    }
+
+    func post(_ event: ExtensionProcessEvent) {
+        let waiter = state.withLock { state -> CheckedContinuation<ExtensionProcessEvent, Never>? in
+            if let waiter = state.waiter {
+                state.waiter = nil
+                return waiter
+            }
+            state.events.append(event)
+            return nil
+        }
+        waiter?.resume(returning: event)
+    }
+
+    func close() {
+        state.withLock { $0.closed = true }
+        post(.closed)
+    }
+
+    func next() async -> ExtensionProcessEvent {
+        await withCheckedContinuation { continuation in
+            let ready = state.withLock { state -> ExtensionProcessEvent? in
+                if !state.events.isEmpty { return state.events.removeFirst() }
+                state.waiter = continuation
+                return nil
+            }
+            if let ready { continuation.resume(returning: ready) }
+        }
+    }
+}

@@ -1,0 +1,97 @@
+import Foundation
+import Logging
+import TidingsCore
+import TidingsDaemon
+import TidingsEngine
+import TidingsTesting
+
+/// The package's built executables: siblings of the test bundle.
+enum Built {
+    static var directory: URL {
+        URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
+    }
+    static func executable(_ name: String) -> String { directory.appendingPathComponent(name).path }
+    static var fixture: String { executable("TestServiceExtension") }
+    static var imageService: String { executable("ImageServiceExtension") }
+    static var secureMessages: String { executable("SecureMessageExtension") }
+
+    /// The package's root, for the examples' files.
+    static var packageRoot: URL {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    }
+}
+
+/// A runner on a test clock, with an app directory and an attachment store in a fresh
+/// temporary directory.
+struct ExtensionHarness {
+    let directory: URL
+    let clock = TestWallClock()
+    let attachments: AttachmentStore
+    let runner: ServiceExtensionRunner
+    let app: AppRecord
+    let record: AppExtensionRecord
+
+    init(executable: String = Built.fixture, deadline: TimeInterval = ServiceExtensionConfiguration.defaultDeadline,
+         grace: TimeInterval = ServiceExtensionConfiguration.defaultGrace,
+         memoryLimit: Int? = ServiceExtensionConfiguration.defaultMemoryLimit, reuse: Bool = true) throws {
+        directory = URL(fileURLWithPath: "/tmp/tex-\(UUID().uuidString.prefix(8).lowercased())")
+        let appDirectory = directory.appendingPathComponent("app")
+        try FileManager.default.createDirectory(at: appDirectory, withIntermediateDirectories: true)
+        attachments = AttachmentStore(root: directory.appendingPathComponent("data/attachments"))
+        record = AppExtensionRecord(bundleIdentifier: "com.example.tests.service", point: .service, executable: executable)
+        app = AppRecord(bundleIdentifier: "com.example.tests", displayName: "Tests", executable: "/bin/true",
+                        directory: appDirectory.path, extensions: [record], installedAt: Date(timeIntervalSince1970: 0))
+        var logger = Logger(label: "tidings.extensions.tests")
+        logger.logLevel = .warning
+        runner = ServiceExtensionRunner(
+            configuration: ServiceExtensionConfiguration(
+                containerRoot: directory.appendingPathComponent("data/extensions").path,
+                deadline: deadline, grace: grace, memoryLimit: memoryLimit, reuseProcesses: reuse,
+                // Loopback only: never through a proxy from the environment.
+                environment: ["no_proxy": "127.0.0.1,localhost", "NO_PROXY": "127.0.0.1,localhost", "http_proxy": "", "HTTP_PROXY": ""]),
+            clock: clock, attachments: attachments, logger: logger)
+    }
+
+    var appDirectory: String { app.directory }
+    var container: String { directory.appendingPathComponent("data/extensions/\(record.bundleIdentifier)").path }
+
+    /// A push as the remote pipeline hands it over: an alert, `mutable-content`, the
+    /// whole payload in `userInfo`.
+    func request(_ mode: String, _ extra: [String: PropertyListValue] = [:], identifier: String = UUID().uuidString) -> NotificationRequestValue {
+        var content = NotificationContentValue()
+        content.title = "Hello"
+        content.body = "original body"
+        var userInfo: [String: PropertyListValue] = [
+            "aps": .dictionary(["alert": .dictionary(["title": .string("Hello"), "body": .string("original body")]),
+                                "mutable-content": .integer(1)]),
+            "fixture": .string(mode),
+        ]
+        for (key, value) in extra { userInfo[key] = value }
+        content.userInfo = userInfo
+        return NotificationRequestValue(identifier: identifier, content: content, trigger: .push)
+    }
+
+    func modify(_ request: NotificationRequestValue) async -> ServiceExtensionOutcome {
+        await runner.modify(request, app: app, extension: record)
+    }
+
+    /// Starts a request that will wait for the clock, and returns once the runner sleeps on
+    /// its deadline.
+    func start(_ request: NotificationRequestValue) async -> Task<ServiceExtensionOutcome, Never> {
+        let task = Task { await modify(request) }
+        _ = await eventually { clock.sleeperCount == 1 }
+        return task
+    }
+
+    func close() async {
+        await runner.shutdown()
+        try? FileManager.default.removeItem(at: directory)
+    }
+}
+
+/// Whether a process with this PID still exists (and is not a zombie waiting to be reaped).
+func processExists(_ pid: Int32) -> Bool {
+    guard kill(pid, 0) == 0 else { return false }
+    guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return false }
+    return !status.contains("State:\tZ")
+}
