@@ -21,6 +21,9 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
     private var state: State = .idle
     private var logger: Logger
     private var handshakeTimeout: Scheduled<Void>?
+    /// Acknowledgements read in this read burst: handed to the committer together at
+    /// `channelReadComplete` (one lock and at most one wake-up per burst, not per ack).
+    private var pendingAcks: [Int64] = []
 
     init(core: GatewayCore) {
         self.core = core
@@ -49,6 +52,7 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        flushAcknowledgements()
         handshakeTimeout?.cancel()
         if case .ready(let session) = state {
             core.hub.detach(session)
@@ -140,7 +144,7 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
         switch message {
         case .ack(let sequence):
             if session.acknowledged(sequence) {
-                core.committer.acknowledge([sequence])
+                pendingAcks.append(sequence)
             } else {
                 logger.debug("ignored an acknowledgement for a push not in flight", metadata: ["sequence": "\(sequence)"])
             }
@@ -193,6 +197,17 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
         default:
             fail("unexpected \(message)", context: context)
         }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        flushAcknowledgements()
+        context.fireChannelReadComplete()
+    }
+
+    private func flushAcknowledgements() {
+        guard !pendingAcks.isEmpty else { return }
+        core.committer.acknowledge(pendingAcks)
+        pendingAcks = []
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
