@@ -226,6 +226,10 @@ public final class Gateway: Service, Sendable {
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
             .childChannelOption(.socketOption(.so_keepalive), value: 1)
+            // Idle connections: NIOSSL's large per-connection buffers on lazily touched pages,
+            // and a small first read buffer (device messages are short; it grows under load).
+            .childChannelOption(.allocator, value: LazyPageAllocator.allocator)
+            .childChannelOption(.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 512, maximum: 65536))
             .childChannelInitializer { [self] channel in
                 self.track(device: channel)
                 return channel.eventLoop.makeCompletedFuture {
