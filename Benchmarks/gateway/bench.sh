@@ -24,7 +24,9 @@ trap cleanup EXIT
 # TIDINGS / DEVICE: other binaries (e.g. an older build, to compare within one run); unset: build them.
 if [ -z "${TIDINGS:-}" ]; then
   echo "== build (release)"
-  (cd "$ROOT" && swift build -c release --scratch-path "$ROOT/.build-bench" --product tidings 2>&1 | tail -1)
+  # Both through the benchmark package: building the root package and this one alternately in
+  # one scratch directory rebuilds every dependency each time (their build settings differ).
+  (cd "$HERE" && swift build -c release --scratch-path "$ROOT/.build-bench" --product tidings 2>&1 | tail -1)
   (cd "$HERE" && swift build -c release --scratch-path "$ROOT/.build-bench" --product gateway-bench 2>&1 | tail -1)
 fi
 TIDINGS="${TIDINGS:-$ROOT/.build-bench/release/tidings}"
