@@ -4,13 +4,19 @@
 set -euo pipefail
 SECONDS_PER_TARGET="${1:-30}"
 cd "$(dirname "$0")"
-SCRATCH="${FUZZ_SCRATCH:-.build-fuzz}"
+# Its own scratch directory: objects built without the coverage flags must never be reused
+# (the driver's incremental build does not recompile when only these flags change).
+SCRATCH="${FUZZ_SCRATCH:-.build-fuzz-cov}"
+# Swift 6.3's driver turns --sanitize=fuzzer into only the libFuzzer link (no coverage
+# instrumentation reaches the frontend: the corpus never grew, `corp: 1/1b`). Ask for the
+# coverage libFuzzer needs explicitly: edge counters, the PC table, and comparison tracing.
+COVERAGE=(-Xswiftc -sanitize-coverage=edge,inline-8bit-counters,pc-table,trace-cmp)
 TARGETS=(FuzzPayload FuzzProviderToken FuzzRequestHeaders FuzzDeviceMessage)
 mkdir -p artifacts corpus
 for t in "${TARGETS[@]}"; do
-  swift build --scratch-path "$SCRATCH" --product "$t" --sanitize=fuzzer --sanitize=address -c debug 2>&1 | grep -v "ld.gold: warning" | tail -3
+  swift build --scratch-path "$SCRATCH" --product "$t" --sanitize=fuzzer --sanitize=address -c debug "${COVERAGE[@]}" 2>&1 | grep -v "ld.gold: warning" | tail -3
 done
-BIN="$(swift build --scratch-path "$SCRATCH" --sanitize=fuzzer --sanitize=address --show-bin-path)"
+BIN="$(swift build --scratch-path "$SCRATCH" --sanitize=fuzzer --sanitize=address "${COVERAGE[@]}" --show-bin-path)"
 status=0
 for t in "${TARGETS[@]}"; do
   mkdir -p "corpus/$t"

@@ -21,11 +21,17 @@ PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; [ -f "$WORK/nginx/nginx.pid" ] && kill -QUIT "$(cat "$WORK/nginx/nginx.pid")" 2>/dev/null || true; }
 trap cleanup EXIT
 
-echo "== build (release)"
-(cd "$ROOT" && swift build -c release --scratch-path "$ROOT/.build-bench" --product tidings 2>&1 | tail -1)
-(cd "$HERE" && swift build -c release --scratch-path "$ROOT/.build-bench" --product gateway-bench 2>&1 | tail -1)
-TIDINGS="$ROOT/.build-bench/release/tidings"
-DEVICE="$ROOT/.build-bench/release/gateway-bench"
+# TIDINGS / DEVICE: other binaries (e.g. an older build, to compare within one run); unset: build them.
+if [ -z "${TIDINGS:-}" ]; then
+  echo "== build (release)"
+  # Both through the benchmark package: building the root package and this one alternately in
+  # one scratch directory rebuilds every dependency each time (their build settings differ).
+  (cd "$HERE" && swift build -c release --scratch-path "$ROOT/.build-bench" --product tidings 2>&1 | tail -1)
+  (cd "$HERE" && swift build -c release --scratch-path "$ROOT/.build-bench" --product gateway-bench 2>&1 | tail -1)
+fi
+TIDINGS="${TIDINGS:-$ROOT/.build-bench/release/tidings}"
+DEVICE="${DEVICE:-$ROOT/.build-bench/release/gateway-bench}"
+echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 echo "== nginx on 127.0.0.1:18443"
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$WORK/nginx/key.pem" -out "$WORK/nginx/cert.pem" \
@@ -92,4 +98,6 @@ r=$(run -H "authorization: bearer $JWT" "https://127.0.0.1:12197/3/device/$TOKEN
 for _ in $(seq 600); do grep -q RECEIVED "$WORK/device1.log" && break; sleep 0.1; done
 grep RECEIVED "$WORK/device1.log" || { echo "device did not receive everything:"; cat "$WORK/device1.log"; }
 kill "$DEV" 2>/dev/null || true
+echo "gateway commits: $(curl -s http://127.0.0.1:12198/metrics | grep -E '^tidings_gateway_commit_(duration_seconds|batch_size)_(sum|count)' | tr '\n' ' ')"
+echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "machine: $(nproc) cores, $(awk '/MemTotal/{print $2/1024/1024 " GiB"}' /proc/meminfo), $(uname -r), $(swift --version 2>&1 | head -1)"

@@ -19,13 +19,23 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
 
     private let core: GatewayCore
     private var state: State = .idle
-    private var logger: Logger
+    /// The first hex digits of the device id, once known (logs never show more).
+    private var deviceTag: Substring?
+    /// Built when something is logged: a logger with metadata stored per connection would
+    /// cost an idle connection a dictionary.
+    private var logger: Logger {
+        var logger = core.logger
+        logger[metadataKey: "channel"] = "device"
+        if let deviceTag { logger[metadataKey: "device"] = "\(deviceTag)…" }
+        return logger
+    }
     private var handshakeTimeout: Scheduled<Void>?
+    /// Acknowledgements read in this read burst: handed to the committer together at
+    /// `channelReadComplete` (one lock and at most one wake-up per burst, not per ack).
+    private var pendingAcks: [Int64] = []
 
     init(core: GatewayCore) {
         self.core = core
-        self.logger = core.logger
-        logger[metadataKey: "channel"] = "device"
     }
 
     func channelActive(context: ChannelHandlerContext) {
@@ -49,6 +59,7 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        flushAcknowledgements()
         handshakeTimeout?.cancel()
         if case .ready(let session) = state {
             core.hub.detach(session)
@@ -96,7 +107,7 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
 
     private func accept(key: P256.Signing.PublicKey, context: ChannelHandlerContext) {
         let deviceID = DeviceChallenge.deviceID(publicKey: key)
-        logger[metadataKey: "device"] = "\(deviceID.prefix(8))…"
+        deviceTag = deviceID.prefix(8)
         let record = GatewayDeviceRecord(deviceID: deviceID, publicKey: key.x963Representation, createdAt: core.clock.nowMilliseconds())
         let store = core.store
         let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
@@ -116,6 +127,7 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
                 return
             }
             handshakeTimeout?.cancel()
+            handshakeTimeout = nil
             let session = DeviceSession(deviceID: deviceID, channel: context.channel)
             state = .ready(session)
             if let old = core.hub.attach(session) { old.channel.close(promise: nil) }
@@ -140,7 +152,7 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
         switch message {
         case .ack(let sequence):
             if session.acknowledged(sequence) {
-                core.committer.acknowledge([sequence])
+                pendingAcks.append(sequence)
             } else {
                 logger.debug("ignored an acknowledgement for a push not in flight", metadata: ["sequence": "\(sequence)"])
             }
@@ -193,6 +205,17 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
         default:
             fail("unexpected \(message)", context: context)
         }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        flushAcknowledgements()
+        context.fireChannelReadComplete()
+    }
+
+    private func flushAcknowledgements() {
+        guard !pendingAcks.isEmpty else { return }
+        core.committer.acknowledge(pendingAcks)
+        pendingAcks = []
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {

@@ -28,6 +28,14 @@ public func buildGateway(_ configuration: GatewayConfiguration) throws -> Gatewa
     try Gateway(configuration: configuration)
 }
 
+/// What one maintenance run did.
+public struct GatewayMaintenanceReport: Sendable, Hashable {
+    /// Undelivered pushes newly marked expired.
+    public var expired: Int
+    /// Finished pushes deleted.
+    public var pruned: Int
+}
+
 /// The APNs-compatible push gateway.
 public final class Gateway: Service, Sendable {
     public let configuration: GatewayConfiguration
@@ -92,6 +100,16 @@ public final class Gateway: Service, Sendable {
         return try await threadPool.runIfActive { try store.recordEvent(event, apnsID: apnsID, deviceID: deviceID, at: now) }
     }
 
+    /// The store's housekeeping, also run every `maintenanceInterval` while the gateway runs:
+    /// marks undelivered pushes past their expiration as discarded, then deletes pushes that
+    /// finished more than `pushRetention` ago, in transactions of at most `pruneBatch` rows so
+    /// that the group commit never waits long behind it.
+    @discardableResult
+    public func runMaintenance() async throws -> GatewayMaintenanceReport {
+        let core = self.core
+        return try await threadPool.runIfActive { try core.maintain() }
+    }
+
     /// Registers a provider key (the public half) with a running gateway's store and cache.
     public func register(key: ProviderKeyRecord) async throws {
         let store = core.store
@@ -114,14 +132,27 @@ public final class Gateway: Service, Sendable {
     public func run() async throws {
         threadPool.start()
         core.committer.start()
+        let core = self.core
+        let threadPool = self.threadPool
+        let maintenance = group.next().scheduleRepeatedTask(initialDelay: configuration.maintenanceInterval,
+                                                            delay: configuration.maintenanceInterval) { _ in
+            // Off the event loop; a run still going when the next is due is not doubled.
+            guard core.maintenanceRunning.compareExchange(expected: false, desired: true, ordering: .acquiring).exchanged else { return }
+            threadPool.submit { _ in
+                defer { core.maintenanceRunning.store(false, ordering: .releasing) }
+                do { _ = try core.maintain() } catch { core.logger.error("maintenance failed", metadata: ["error": "\(error)"]) }
+            }
+        }
         do {
             try await start()
         } catch {
+            maintenance.cancel()
             fail(error)
             await stopEverything()
             throw error
         }
         try? await gracefulShutdown()
+        maintenance.cancel()
         await drainAndStop()
     }
 
@@ -195,6 +226,10 @@ public final class Gateway: Service, Sendable {
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
             .childChannelOption(.socketOption(.so_keepalive), value: 1)
+            // Idle connections: NIOSSL's large per-connection buffers on lazily touched pages,
+            // and a small first read buffer (device messages are short; it grows under load).
+            .childChannelOption(.allocator, value: LazyPageAllocator.allocator)
+            .childChannelOption(.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 64, initial: 512, maximum: 65536))
             .childChannelInitializer { [self] channel in
                 self.track(device: channel)
                 return channel.eventLoop.makeCompletedFuture {

@@ -60,6 +60,11 @@ public struct GatewayConfiguration: Sendable {
     /// `deviceRateLimitPerSecond`; beyond it, `429 TooManyRequests`. 0 disables the limit.
     public var deviceRateLimitPerSecond: Double = 1000
     public var deviceRateLimitBurst: Double = 2000
+    /// How long a finished push (delivered, or discarded: coalesced, expired, unregistered)
+    /// stays in the store for `tidings status` before maintenance deletes it.
+    public var pushRetention: Duration = .seconds(7 * 24 * 3600)
+    /// How often maintenance runs (expire undelivered pushes, prune finished ones).
+    public var maintenanceInterval: TimeAmount = .seconds(60)
     /// How long a device has to answer the connection challenge.
     public var deviceHandshakeTimeout: TimeAmount = .seconds(10)
     /// How long graceful shutdown waits for in-flight streams after GOAWAY.

@@ -1,5 +1,6 @@
 import Logging
 import NIOCore
+import Synchronization
 import NIOPosix
 import TidingsCore
 import TidingsStorage
@@ -15,6 +16,9 @@ final class GatewayCore: Sendable {
     let metrics: GatewayMetrics
     let threadPool: NIOThreadPool
     let logger: Logger
+    let maintenanceRunning = Atomic<Bool>(false)
+    /// Rows deleted per pruning transaction.
+    static let pruneBatch = 5_000
 
     var clock: any WallClock { configuration.clock }
 
@@ -32,6 +36,24 @@ final class GatewayCore: Sendable {
         self.committer = PushCommitter(store: store, clock: configuration.clock, logger: configuration.logger, metrics: metrics) { stored in
             hub.deliver(stored)
         }
+    }
+
+    /// Blocking: expires, then prunes in bounded transactions (`Gateway.runMaintenance`).
+    func maintain() throws -> GatewayMaintenanceReport {
+        let now = clock.nowMilliseconds()
+        let expired = try store.expirePushes(now: now)
+        let retention = configuration.pushRetention.components
+        let cutoff = now - EpochMilliseconds(retention.seconds * 1000 + retention.attoseconds / 1_000_000_000_000_000)
+        var pruned = 0
+        while true {
+            let n = try store.prunePushes(finishedBefore: cutoff, limit: Self.pruneBatch)
+            pruned += n
+            if n < Self.pruneBatch { break }
+        }
+        if expired > 0 || pruned > 0 {
+            logger.info("maintenance", metadata: ["expired": "\(expired)", "pruned": "\(pruned)"])
+        }
+        return GatewayMaintenanceReport(expired: expired, pruned: pruned)
     }
 
     /// Runs blocking store work off the event loop.

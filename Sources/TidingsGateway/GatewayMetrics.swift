@@ -29,15 +29,15 @@ final class GatewayMetrics: Sendable {
         providerConnections = CoreMetrics.Meter(label: "tidings_gateway_provider_connections", factory: factory)
     }
 
-    func recordAccepted() { accepted.increment() }
-
     func recordRejected(_ reason: String) {
         CoreMetrics.Counter(label: "tidings_gateway_pushes_rejected_by_reason_total", dimensions: [("reason", reason)], factory: factory).increment()
         rejected.increment()
     }
 
-    func recordCommit(pushes: Int, acks: Int, duration: Duration) {
+    /// One group commit; `accepted`: pushes it made durable (each answered 200).
+    func recordCommit(pushes: Int, acks: Int, duration: Duration, accepted committed: Int) {
         commits.increment()
+        if committed > 0 { accepted.increment(by: committed) }
         commitBatch.record(pushes + acks)
         commitDuration.recordNanoseconds(Int64(duration.components.seconds) * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000)
         if acks > 0 { delivered.increment(by: acks) }

@@ -53,8 +53,31 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
         logger[metadataKey: "channel"] = "provider"
     }
 
-    func handlerAdded(context: ChannelHandlerContext) { self.context = context }
-    func handlerRemoved(context: ChannelHandlerContext) { self.context = nil }
+    private var sink: ProviderCommitSink?
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+        sink = ProviderCommitSink(handler: NIOLoopBound(self, eventLoop: context.eventLoop), eventLoop: context.eventLoop)
+    }
+    func handlerRemoved(context: ChannelHandlerContext) {
+        self.context = nil
+        sink = nil  // the sink holds the handler: break the cycle
+    }
+
+    /// The outcomes of one commit for this connection (`PushCommitter`).
+    fileprivate func committed(_ outcomes: [PushCommitOutcome]) {
+        inFlight -= outcomes.count
+        for outcome in outcomes {
+            if outcome.committed {
+                respondOK(outcome.streamID, apnsID: outcome.apnsID)
+            } else {
+                core.metrics.recordRejected(APNsReason.internalServerError.rawValue)
+                respond(outcome.streamID, apnsID: outcome.apnsID, error: APNsError(.internalServerError))
+            }
+        }
+        flushIfNeeded()
+        closeIfDrained()
+    }
 
     func channelActive(context: ChannelHandlerContext) {
         core.metrics.providerConnections.increment()
@@ -76,9 +99,7 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
                 return
             }
             if frame.streamID > highestStreamID { highestStreamID = frame.streamID }
-            var fields: [(name: String, value: String)] = []
-            fields.reserveCapacity(headers.headers.count)
-            for (name, value, _) in headers.headers { fields.append((name: name, value: value)) }
+            let fields = headers.headers.lazy.map { (name: $0.name, value: $0.value) }
             streams[frame.streamID] = StreamState(head: ProviderRequestValidator.validate(headers: fields))
             if headers.endStream { finish(frame.streamID, context: context) }
         case .data(let payload):
@@ -244,26 +265,8 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
                            topic: head.topic.rawValue, pushType: head.pushType.rawValue, priority: head.priority.rawValue,
                            collapseID: head.collapseID?.rawValue, expiresAt: core.expiresAt(head.expiration, now: now),
                            payload: payload, acceptedAt: now)
-        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
-        let apnsID = head.apnsID.rawValue
-        let submitted = core.committer.submit(PushCommitter.Request(
-            push: push, eventLoop: context.eventLoop,
-            completion: { result in
-                let handler = bound.value
-                handler.inFlight -= 1
-                switch result {
-                case .success:
-                    handler.core.metrics.recordAccepted()
-                    handler.respondOK(streamID, apnsID: apnsID)
-                case .failure:
-                    handler.core.metrics.recordRejected(APNsReason.internalServerError.rawValue)
-                    handler.respond(streamID, apnsID: apnsID, error: APNsError(.internalServerError))
-                }
-            },
-            flush: {
-                bound.value.flushIfNeeded()
-                bound.value.closeIfDrained()
-            }))
+        let apnsID = push.apnsID
+        let submitted = sink.map { core.committer.submit(PushCommitter.Request(push: push, sink: $0, streamID: streamID)) } ?? false
         if !submitted {
             inFlight -= 1
             respond(streamID, apnsID: apnsID, error: APNsError(.shutdown))
@@ -317,4 +320,17 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
         context.write(wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .data(.init(data: .byteBuffer(body), endStream: true)))), promise: nil)
         needsFlush = true
     }
+}
+
+/// A provider connection as the committer sees it.
+private final class ProviderCommitSink: PushCommitSink {
+    let handler: NIOLoopBound<ProviderConnectionHandler>
+    let eventLoop: any EventLoop
+
+    init(handler: NIOLoopBound<ProviderConnectionHandler>, eventLoop: any EventLoop) {
+        self.handler = handler
+        self.eventLoop = eventLoop
+    }
+
+    func committed(_ outcomes: [PushCommitOutcome]) { handler.value.committed(outcomes) }
 }

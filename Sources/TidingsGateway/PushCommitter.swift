@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import Logging
 import NIOCore
+import NIOHTTP2
 import Synchronization
 import TidingsCore
 import TidingsStorage
@@ -11,15 +12,14 @@ import TidingsStorage
 /// request's completion) runs only after that transaction is durable.
 ///
 /// The hand-off costs one lock and, only when the writer is idle, one semaphore signal per
-/// batch; completions go back to each connection's event loop in one task per loop per batch.
+/// batch; outcomes go back to each connection's event loop in one task per connection per
+/// batch (no closure per request).
 final class PushCommitter: Sendable {
     struct Request: Sendable {
         var push: NewPush
-        var eventLoop: any EventLoop
-        /// Runs on `eventLoop` with the outcome; may write without flushing.
-        var completion: @Sendable (Result<StoredPush, GatewayStoreError>) -> Void
-        /// Runs on `eventLoop` after every completion of the batch: flushes.
-        var flush: @Sendable () -> Void
+        /// The provider connection waiting for the outcome.
+        var sink: any PushCommitSink
+        var streamID: HTTP2StreamID
     }
 
     private struct State {
@@ -122,19 +122,39 @@ final class PushCommitter: Sendable {
             logger.error("commit failed", metadata: ["error": "\(error)", "batch": "\(requests.count)"])
             result = .failure(error)
         }
-        metrics.recordCommit(pushes: requests.count, acks: acks.count, duration: ContinuousClock.now - started)
-        // One task per event loop.
-        var byLoop: [ObjectIdentifier: (any EventLoop, [(Request, Result<StoredPush, GatewayStoreError>)])] = [:]
-        for (index, request) in requests.enumerated() {
-            let outcome: Result<StoredPush, GatewayStoreError> = result.map { $0[index] }
-            byLoop[ObjectIdentifier(request.eventLoop), default: (request.eventLoop, [])].1.append((request, outcome))
-        }
-        for (_, (loop, items)) in byLoop {
-            loop.execute {
-                for (request, outcome) in items { request.completion(outcome) }
-                for (request, _) in items { request.flush() }
+        metrics.recordCommit(pushes: requests.count, acks: acks.count, duration: ContinuousClock.now - started,
+                             accepted: (try? result.get())?.count ?? 0)
+        // One task per connection, in request order; requests of one connection usually
+        // arrive together, so grouping looks back at the last few groups only.
+        var groups: [(sink: any PushCommitSink, outcomes: [PushCommitOutcome])] = []
+        let ok = (try? result.get()) != nil
+        for request in requests {
+            let outcome = PushCommitOutcome(streamID: request.streamID, apnsID: request.push.apnsID, committed: ok)
+            if let i = groups.lastIndex(where: { $0.sink === request.sink }) {
+                groups[i].outcomes.append(outcome)
+            } else {
+                groups.append((request.sink, [outcome]))
             }
+        }
+        for group in groups {
+            let sink = group.sink, outcomes = group.outcomes
+            sink.eventLoop.execute { sink.committed(outcomes) }
         }
         if case .success(let stored) = result, !stored.isEmpty { onCommitted(stored) }
     }
+}
+
+/// One push's outcome for its provider connection.
+struct PushCommitOutcome: Sendable {
+    var streamID: HTTP2StreamID
+    var apnsID: String
+    /// false: the transaction failed (`500 InternalServerError`).
+    var committed: Bool
+}
+
+/// Where a provider connection receives its commit outcomes.
+protocol PushCommitSink: AnyObject, Sendable {
+    var eventLoop: any EventLoop { get }
+    /// On `eventLoop`: the outcomes of one commit for this connection, in request order.
+    func committed(_ outcomes: [PushCommitOutcome])
 }

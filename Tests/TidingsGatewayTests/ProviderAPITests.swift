@@ -263,4 +263,7 @@ final class FailingCommitStore: GatewayStore {
         inner.recordEvent(event, apnsID: apnsID, deviceID: deviceID, at: at)
     }
     func expirePushes(now: EpochMilliseconds) throws(GatewayStoreError) -> Int { inner.expirePushes(now: now) }
+    func prunePushes(finishedBefore cutoff: EpochMilliseconds, limit: Int) throws(GatewayStoreError) -> Int {
+        inner.prunePushes(finishedBefore: cutoff, limit: limit)
+    }
 }

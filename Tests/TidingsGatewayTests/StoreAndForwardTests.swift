@@ -57,6 +57,46 @@ struct StoreAndForwardTests {
         await h.stop()
     }
 
+    @Test func maintenanceExpiresAndPrunesFinishedPushesAfterTheRetention() async throws {
+        let h = try await GatewayHarness.start(store: .sqlite) { $0.pushRetention = .seconds(3600) }
+        let key = P256.Signing.PrivateKey()
+        let device = try await h.device(key: key)
+        let token = try await device.requestToken(topic: GatewayHarness.bundleID, environment: .development)
+        await device.close()
+        let c = try await h.connect()
+        let auth = try h.bearer()
+        let expiring = try #require(try await c.send(h.request(token: token.hex, authorization: auth,
+                                                               extra: [("apns-expiration", "\(h.nowSeconds + 60)")])).apnsID)
+        let delivered = try #require(try await c.send(h.request(token: token.hex, authorization: auth)).apnsID)
+        await c.close()
+        // Two minutes later the first has expired; the second is delivered and acknowledged.
+        h.clock.advance(by: 120)
+        let report10 = try await h.gateway.runMaintenance()
+        #expect(report10.expired == 1 && report10.pruned == 0)
+        let again = try await h.device(key: key)
+        let collector = await PushCollector.start(again)
+        #expect(await collector.wait(for: 1).map(\.apnsID) == [delivered])
+        var status: [PushStatus] = []
+        for _ in 0..<200 {
+            status = try await h.gateway.status(apnsID: delivered)
+            if status.first?.deliveredAt != nil { break }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(status.first?.stage == "delivered")
+        #expect(try await h.gateway.status(apnsID: expiring).first?.discardReason == .expired)
+        // Within the retention both stay visible; after it both are gone.
+        h.clock.advance(by: 1800)
+        let report00 = try await h.gateway.runMaintenance()
+        #expect(report00.expired == 0 && report00.pruned == 0)
+        h.clock.advance(by: 3600)
+        let report02 = try await h.gateway.runMaintenance()
+        #expect(report02.expired == 0 && report02.pruned == 2)
+        #expect(try await h.gateway.status(apnsID: delivered).isEmpty)
+        #expect(try await h.gateway.status(apnsID: expiring).isEmpty)
+        await again.close()
+        await h.stop()
+    }
+
     @Test func offlineDeviceGetsStoredPushesOnReconnectWithPolicies() async throws {
         let h = try await GatewayHarness.start(store: .sqlite)
         let now = EpochMilliseconds(h.clock.now.timeIntervalSince1970 * 1000)

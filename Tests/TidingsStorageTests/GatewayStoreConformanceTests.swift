@@ -128,6 +128,45 @@ struct GatewayStoreConformanceTests {
         #expect(try store.pendingPushes(deviceID: "d1", now: 2000).map(\.push.apnsID) == ["later"])
     }
 
+    @Test(arguments: Backend.allCases)
+    func pruningDeletesOnlyFinishedPushesOlderThanTheCutoff(backend: Backend) throws {
+        let store = try backend.make()
+        try store.registerApp(GatewayAppRecord(bundleID: "com.a", teamID: "T", storagePolicy: .all, createdAt: 0))
+        let stored = try store.commit(pushes: [push("delivered-early"), push("expired", expiresAt: 150), push("open"),
+                                               push("delivered-late"), push("other-open", device: "d2")], acknowledged: [], at: 100)
+        _ = try store.commit(pushes: [], acknowledged: [stored[0].sequence], at: 200)
+        #expect(try store.expirePushes(now: 300) == 1)
+        _ = try store.commit(pushes: [], acknowledged: [stored[3].sequence], at: 900)
+        // Finished before 500: the early delivery (200) and the expiration (300).
+        #expect(try store.prunePushes(finishedBefore: 500, limit: 1) == 1)
+        #expect(try store.status(apnsID: "delivered-early").isEmpty)
+        #expect(try store.status(apnsID: "expired").count == 1)
+        #expect(try store.prunePushes(finishedBefore: 500, limit: 100) == 1)
+        #expect(try store.status(apnsID: "expired").isEmpty)
+        #expect(try store.prunePushes(finishedBefore: 500, limit: 100) == 0)
+        // Undelivered pushes are never pruned, however old; the later delivery stays until its time.
+        #expect(try store.status(apnsID: "delivered-late").first?.deliveredAt == 900)
+        #expect(try store.pendingPushes(deviceID: "d1", now: 1000).map(\.push.apnsID) == ["open"])
+        #expect(try store.prunePushes(finishedBefore: 10_000, limit: 100) == 1)
+        #expect(try store.pendingPushes(deviceID: "d1", now: 1000).map(\.push.apnsID) == ["open"])
+        #expect(try store.pendingPushes(deviceID: "d2", now: 1000).map(\.push.apnsID) == ["other-open"])
+    }
+
+    @Test(arguments: Backend.allCases)
+    func statusAndEventsFindPushesByApnsIDAmongMany(backend: Backend) throws {
+        let store = try backend.make()
+        var batch: [NewPush] = []
+        for i in 0..<500 { batch.append(push("id-\(i % 250)", device: i % 2 == 0 ? "d1" : "d2")) }
+        let stored = try store.commit(pushes: batch, acknowledged: [], at: 100)
+        _ = try store.commit(pushes: [], acknowledged: stored.map(\.sequence), at: 150)
+        // id-7 was used at i = 7 (d2) and i = 257 (d2); id-8 at 8 (d1) and 258 (d1).
+        #expect(try store.status(apnsID: "id-7").map(\.sequence) == [stored[7].sequence, stored[257].sequence])
+        #expect(try store.recordEvent(.presented, apnsID: "id-8", deviceID: "d1", at: 300))
+        #expect(try store.status(apnsID: "id-8").map(\.presentedAt) == [nil, 300])
+        #expect(try !store.recordEvent(.presented, apnsID: "id-8", deviceID: "d2", at: 300))
+        #expect(try store.status(apnsID: "nope").isEmpty)
+    }
+
     @Test func sqliteSurvivesReopen() throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("gwstore-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)

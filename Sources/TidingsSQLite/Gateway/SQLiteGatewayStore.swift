@@ -51,6 +51,17 @@ public final class SQLiteGatewayStore: GatewayStore {
                 CREATE INDEX gw_pushes_apns_id ON gw_pushes(apns_id);
                 """)
         }
+        // The hot transaction appends only: an index on apns_id (random UUIDs) dirtied a
+        // different B-tree page per push, so each group commit wrote hundreds of KB
+        // (docs/benchmarks.md, Gateway). Every index left grows at its right edge per device:
+        // `status(apnsID:)` scans the push log (bounded by pruning), and delivery events find
+        // their push through the device's own entries, newest first.
+        migrator.registerMigration("gateway-v2-append-only") { db in
+            try db.execute(sql: """
+                DROP INDEX gw_pushes_apns_id;
+                CREATE INDEX gw_pushes_device ON gw_pushes(device_id, seq);
+                """)
+        }
         return migrator
     }
 
@@ -252,8 +263,9 @@ public final class SQLiteGatewayStore: GatewayStore {
         default: return false
         }
         return try write { db in
-            guard let seq = try Int64.fetchOne(db, sql: "SELECT MAX(seq) FROM gw_pushes WHERE apns_id = ? AND device_id = ?",
-                                               arguments: [apnsID, deviceID]) else { return false }
+            guard let seq = try Int64.fetchOne(db, sql: """
+                SELECT seq FROM gw_pushes INDEXED BY gw_pushes_device WHERE device_id = ? AND apns_id = ? ORDER BY seq DESC LIMIT 1
+                """, arguments: [deviceID, apnsID]) else { return false }
             try db.execute(sql: "UPDATE gw_pushes SET \(column) = COALESCE(\(column), ?), delivered_at = COALESCE(delivered_at, ?) WHERE seq = ?",
                            arguments: [at, at, seq])
             return true
@@ -266,6 +278,19 @@ public final class SQLiteGatewayStore: GatewayStore {
                 UPDATE gw_pushes SET discarded_at = ?, discard_reason = 'expired'
                 WHERE delivered_at IS NULL AND discarded_at IS NULL AND expires_at <= ?
                 """, arguments: [now, now])
+            return db.changesCount
+        }
+    }
+
+    public func prunePushes(finishedBefore cutoff: EpochMilliseconds, limit: Int) throws(GatewayStoreError) -> Int {
+        try write { db in
+            // Oldest first through the rowid: the push log is deleted from its start.
+            try db.execute(sql: """
+                DELETE FROM gw_pushes WHERE seq IN (
+                    SELECT seq FROM gw_pushes
+                    WHERE (delivered_at IS NOT NULL AND delivered_at < ?) OR (discarded_at IS NOT NULL AND discarded_at < ?)
+                    ORDER BY seq LIMIT ?)
+                """, arguments: [cutoff, cutoff, limit])
             return db.changesCount
         }
     }

@@ -49,6 +49,11 @@ public protocol GatewayStore: Sendable {
     /// Marks undelivered pushes whose expiration passed as discarded; returns how many.
     @discardableResult
     func expirePushes(now: EpochMilliseconds) throws(GatewayStoreError) -> Int
+    /// Deletes up to `limit` pushes that finished (delivered, or discarded: coalesced, expired,
+    /// unregistered) before `cutoff`, oldest first; returns how many. Undelivered pushes are
+    /// never pruned: they leave only by delivery or expiration.
+    @discardableResult
+    func prunePushes(finishedBefore cutoff: EpochMilliseconds, limit: Int) throws(GatewayStoreError) -> Int
 }
 
 extension GatewayStore {

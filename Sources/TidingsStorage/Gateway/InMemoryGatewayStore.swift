@@ -181,4 +181,18 @@ public final class InMemoryGatewayStore: GatewayStore {
             return count
         }
     }
+
+    public func prunePushes(finishedBefore cutoff: EpochMilliseconds, limit: Int) -> Int {
+        state.withLock { s in
+            var count = 0
+            for seq in s.pushes.keys.sorted() where count < limit {
+                let row = s.pushes[seq]!
+                guard let finished = row.deliveredAt ?? row.discardedAt, finished < cutoff else { continue }
+                s.pushes[seq] = nil
+                s.openByDevice[row.stored.push.deviceID]?.remove(seq)
+                count += 1
+            }
+            return count
+        }
+    }
 }
