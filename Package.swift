@@ -75,6 +75,7 @@ let package = Package(
             dependencies: [
                 "TidingsCore", "TidingsStorage",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -178,4 +178,53 @@ struct GatewayStoreConformanceTests {
         let reopened = try SQLiteGatewayStore(path: path)
         #expect(try reopened.pendingPushes(deviceID: "d1", now: 300).map(\.push.payload) == [Array(#"{"aps":{"alert":"p1"}}"#.utf8)])
     }
+
+    /// WAL checkpoints run off the commit path, yet the WAL stays bounded: at `walPageLimit`
+    /// the writer checkpoints itself (here the only checkpoints: the background threshold is
+    /// the limit), and the next transaction starts the WAL over.
+    @Test func sqliteWALStaysBoundedByTheWriterLimit() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("gwstore-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let path = dir.appendingPathComponent("gateway.sqlite").path
+        let store = try SQLiteGatewayStore(path: path, checkpointPages: 16, walPageLimit: 16)
+        try store.registerApp(GatewayAppRecord(bundleID: "com.a", teamID: "T1", storagePolicy: .all, createdAt: 1))
+        let big = Array(repeating: UInt8(ascii: "x"), count: 1_000)
+        for batch in 0..<200 {
+            let pushes = (0..<10).map { i -> NewPush in
+                var p = push("b\(batch)-\(i)")
+                p.payload = big
+                return p
+            }
+            _ = try store.commit(pushes: pushes, acknowledged: [], at: 200)
+        }
+        // 200 commits of ≈ 10 KB (≥ 3 frames each): unbounded, the WAL would exceed 600 frames
+        // (2.4 MB). Bounded: the limit plus what the commits around a checkpoint add (measured 32).
+        let walBytes = try #require(try FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? Int)
+        #expect(walBytes <= 32 + 64 * (24 + 4_096))
+        #expect(store.checkpointCounts.writer >= 10)
+        #expect(store.checkpointCounts.background == 0)
+        #expect(try store.pendingPushes(deviceID: "d1", now: 300).count == 2_000)
+        #expect(try store.status(apnsID: "b199-9").first?.topic == "com.a")
+    }
+
+    /// Below the limit, checkpoints run on the background connection.
+    @Test func sqliteCheckpointsInTheBackground() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("gwstore-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let path = dir.appendingPathComponent("gateway.sqlite").path
+        let store = try SQLiteGatewayStore(path: path, checkpointPages: 4, walPageLimit: 1_000_000)
+        try store.registerApp(GatewayAppRecord(bundleID: "com.a", teamID: "T1", storagePolicy: .all, createdAt: 1))
+        let big = Array(repeating: UInt8(ascii: "y"), count: 1_000)
+        var batch = 0
+        // Commits keep waking the checkpointer; stop once it has run (an event, not a duration).
+        while store.checkpointCounts.background == 0 && batch < 100_000 {
+            var p = push("c\(batch)")
+            p.payload = big
+            _ = try store.commit(pushes: Array(repeating: p, count: 8), acknowledged: [], at: 200)
+            batch += 1
+        }
+        #expect(store.checkpointCounts.background > 0)
+        #expect(store.checkpointCounts.writer == 0)
+        #expect(try store.pendingPushes(deviceID: "d1", now: 300).count == batch * 8)
+    }
 }

@@ -1,15 +1,23 @@
 import Foundation
 import GRDB
+import GRDBSQLite
 import TidingsCore
 import TidingsStorage
 
 /// The gateway store in SQLite (GRDB), WAL mode, `synchronous=FULL`: a commit that returned
 /// survives `kill -9` and power loss. One file, `gateway.sqlite` in the data directory.
+///
+/// WAL checkpoints run off the commit path: the writer connection has no auto-checkpoint; its
+/// WAL hook wakes a `WALCheckpointer` (its own connection and thread, `PASSIVE`) once the WAL
+/// holds `checkpointPages` frames. If the WAL still reaches `walPageLimit` frames (the
+/// checkpointer fell behind or a reader pinned old frames), the writer checkpoints itself
+/// after that commit, as SQLite's auto-checkpoint would: the WAL stays bounded.
 public final class SQLiteGatewayStore: GatewayStore {
     private let pool: DatabasePool
+    private let checkpointer: WALCheckpointer
 
     /// Opens (creating and migrating) the database at `path`.
-    public init(path: String) throws(GatewayStoreError) {
+    public init(path: String, checkpointPages: Int = 1_000, walPageLimit: Int = 10_000) throws(GatewayStoreError) {
         var configuration = Configuration()
         configuration.journalMode = .wal
         configuration.busyMode = .timeout(10)
@@ -23,12 +31,26 @@ public final class SQLiteGatewayStore: GatewayStore {
                 guard value == 2 else { throw GatewayStoreError.backend("PRAGMA synchronous is \(value ?? -1), not FULL") }
             }
             try Self.migrator.migrate(pool)
+            checkpointer = try WALCheckpointer(path: path, checkpointPages: max(1, checkpointPages),
+                                               walPageLimit: max(checkpointPages, walPageLimit))
+            try pool.writeWithoutTransaction { db in
+                try db.execute(sql: "PRAGMA wal_autocheckpoint = 0")
+                checkpointer.install(on: db)
+            }
         } catch let error as GatewayStoreError {
             throw error
         } catch {
             throw .backend("cannot open \(path): \(error)")
         }
     }
+
+    deinit {
+        try? pool.writeWithoutTransaction { db in checkpointer.uninstall(from: db) }
+        checkpointer.stop()
+    }
+
+    /// How many WAL checkpoints ran on the background connection, and on the writer at the limit.
+    public var checkpointCounts: (background: Int, writer: Int) { checkpointer.counts }
 
     private static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
@@ -197,9 +219,11 @@ public final class SQLiteGatewayStore: GatewayStore {
                                            expires_at, payload, accepted_at, stored_at)
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """)
+                // Bound by hand on the cached statement: GRDB's `StatementArguments` boxes every
+                // value of every row (twelve per push), the largest per-row cost of the commit.
+                let handle = insert.sqliteStatement
                 for p in pushes {
-                    try insert.execute(arguments: [p.apnsID, p.token, p.deviceID, p.bundleID, p.topic, p.pushType, p.priority,
-                                                   p.collapseID, p.expiresAt, Data(p.payload), p.acceptedAt, at])
+                    try Self.bindAndStep(handle, db: db, push: p, storedAt: at)
                     stored.append(StoredPush(sequence: db.lastInsertedRowID, push: p, storedAt: at))
                 }
             }
@@ -209,6 +233,40 @@ public final class SQLiteGatewayStore: GatewayStore {
             }
             return stored
         }
+    }
+
+    private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+
+    private static func bindText(_ statement: SQLiteStatement, _ index: CInt, _ value: String?) -> CInt {
+        guard let value else { return sqlite3_bind_null(statement, index) }
+        return value.withCString { sqlite3_bind_text(statement, index, $0, -1, transient) }
+    }
+
+    private static func bindAndStep(_ s: SQLiteStatement, db: Database, push p: NewPush, storedAt: EpochMilliseconds) throws {
+        var code = bindText(s, 1, p.apnsID)
+        if code == SQLITE_OK { code = bindText(s, 2, p.token) }
+        if code == SQLITE_OK { code = bindText(s, 3, p.deviceID) }
+        if code == SQLITE_OK { code = bindText(s, 4, p.bundleID) }
+        if code == SQLITE_OK { code = bindText(s, 5, p.topic) }
+        if code == SQLITE_OK { code = bindText(s, 6, p.pushType) }
+        if code == SQLITE_OK { code = sqlite3_bind_int64(s, 7, Int64(p.priority)) }
+        if code == SQLITE_OK { code = bindText(s, 8, p.collapseID) }
+        if code == SQLITE_OK { code = sqlite3_bind_int64(s, 9, Int64(p.expiresAt)) }
+        if code == SQLITE_OK {
+            // An empty payload is still a blob, never NULL (the column is NOT NULL).
+            code = p.payload.withUnsafeBytes { bytes in
+                sqlite3_bind_blob(s, 10, bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1), CInt(bytes.count), transient)
+            }
+        }
+        if code == SQLITE_OK { code = sqlite3_bind_int64(s, 11, Int64(p.acceptedAt)) }
+        if code == SQLITE_OK { code = sqlite3_bind_int64(s, 12, Int64(storedAt)) }
+        if code == SQLITE_OK {
+            code = sqlite3_step(s)
+            if code == SQLITE_DONE { code = SQLITE_OK }
+        }
+        let message = code == SQLITE_OK ? nil : db.lastErrorMessage
+        sqlite3_reset(s)
+        if code != SQLITE_OK { throw DatabaseError(resultCode: ResultCode(rawValue: code), message: message) }
     }
 
     private static func storedPush(_ row: Row) -> StoredPush {
