@@ -76,6 +76,12 @@ struct APNsVocabularyTests {
         let generated = APNsID.generate().rawValue
         #expect(generated == generated.lowercased())
         #expect(try APNsID(header: generated).rawValue == generated)
+        // Version 4, RFC 4122 variant, and all sixteen bytes random (no repeats in 1,000).
+        let many = (0..<1_000).map { _ in Array(APNsID.generate().rawValue.utf8) }
+        #expect(many.allSatisfy { $0[14] == UInt8(ascii: "4") && Array("89ab".utf8).contains($0[19]) })
+        #expect(Set(many.map { String(decoding: $0, as: UTF8.self) }).count == 1_000)
+        #expect(Set(many.map { String(decoding: $0[0..<8], as: UTF8.self) }).count > 990)
+        #expect(Set(many.map { String(decoding: $0[24..<36], as: UTF8.self) }).count > 990)
     }
 
     @Test func reasonsHaveStatusesAndUnknownFallsBack() {
