@@ -192,7 +192,7 @@ let package = Package(
         // test fixture that misbehaves on request, and the warm-extension benchmark.
         .executableTarget(
             name: "ImageServiceExtension",
-            dependencies: ["UserNotifications"],
+            dependencies: ["UserNotifications", "ExampleServiceExtensions"],
             path: "Examples/ImageService/Sources",
             // The seeds' download code (URLSession callbacks capturing the content), as written
             // for iOS: Swift 5 language mode, as the seeds' test target.
@@ -200,9 +200,24 @@ let package = Package(
         ),
         .executableTarget(
             name: "SecureMessageExtension",
-            dependencies: ["UserNotifications", .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: ["UserNotifications", "ExampleServiceExtensions"],
             path: "Examples/SecureMessages/Sources",
             swiftSettings: swiftSettings
+        ),
+        // The example extension classes (image download, end-to-end decryption), shared by the
+        // example extensions and the sample app's combined one. Swift 5 mode: the seeds' code.
+        .target(
+            name: "ExampleServiceExtensions",
+            dependencies: ["UserNotifications", .product(name: "Crypto", package: "swift-crypto")],
+            path: "Examples/ServiceExtensions/Sources",
+            swiftSettings: [.swiftLanguageMode(.v5)]
+        ),
+        // The sample app's service extension: decrypts and downloads images (Examples/SampleService).
+        .executableTarget(
+            name: "SampleServiceExtension",
+            dependencies: ["UserNotifications", "ExampleServiceExtensions"],
+            path: "Examples/SampleService/Sources",
+            swiftSettings: [.swiftLanguageMode(.v5)]
         ),
         .executableTarget(
             name: "TestServiceExtension",
