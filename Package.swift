@@ -184,6 +184,7 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                "TidingsDevice",
             ],
             path: "Benchmarks/Remote"
         ),
