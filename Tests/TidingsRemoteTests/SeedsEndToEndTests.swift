@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TidingsCore
+import TidingsTesting
 
 /// Issue 4's "Done when", across real processes and by the README's commands: a fresh
 /// `tidings serve`; the sample app installed from a manifest whose service extension
@@ -32,7 +33,7 @@ struct SeedsEndToEndTests {
         // The image, on a local HTTP server (127.0.0.1, port 0), stopped by the test.
         try Data(Self.jpeg).write(to: www.appendingPathComponent("assets/images/background-cover.jpg"))
         let http = try RemoteChild(python, ["-u", "-m", "http.server", "0", "--bind", "127.0.0.1", "--directory", www.path], directory: dir, name: "http")
-        defer { http.stop() }
+        defer { http.stop(signal: SIGKILL) }  // python inherits the test bundle's blocked SIGTERM
         #expect(await eventually { http.value(after: "Serving HTTP on 127.0.0.1 port ") != nil }, "\(http.output)")
         let httpPort = try #require(http.value(after: "Serving HTTP on 127.0.0.1 port ")?.split(separator: " ").first.flatMap { Int($0) })
 
