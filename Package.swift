@@ -185,6 +185,7 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                "TidingsDevice",
             ],
             path: "Benchmarks/Remote"
         ),
@@ -193,7 +194,7 @@ let package = Package(
         // test fixture that misbehaves on request, and the warm-extension benchmark.
         .executableTarget(
             name: "ImageServiceExtension",
-            dependencies: ["UserNotifications"],
+            dependencies: ["UserNotifications", "ExampleServiceExtensions"],
             path: "Examples/ImageService/Sources",
             // The seeds' download code (URLSession callbacks capturing the content), as written
             // for iOS: Swift 5 language mode, as the seeds' test target.
@@ -201,9 +202,24 @@ let package = Package(
         ),
         .executableTarget(
             name: "SecureMessageExtension",
-            dependencies: ["UserNotifications", .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: ["UserNotifications", "ExampleServiceExtensions"],
             path: "Examples/SecureMessages/Sources",
             swiftSettings: swiftSettings
+        ),
+        // The example extension classes (image download, end-to-end decryption), shared by the
+        // example extensions and the sample app's combined one. Swift 5 mode: the seeds' code.
+        .target(
+            name: "ExampleServiceExtensions",
+            dependencies: ["UserNotifications", .product(name: "Crypto", package: "swift-crypto")],
+            path: "Examples/ServiceExtensions/Sources",
+            swiftSettings: [.swiftLanguageMode(.v5)]
+        ),
+        // The sample app's service extension: decrypts and downloads images (Examples/SampleService).
+        .executableTarget(
+            name: "SampleServiceExtension",
+            dependencies: ["UserNotifications", "ExampleServiceExtensions"],
+            path: "Examples/SampleService/Sources",
+            swiftSettings: [.swiftLanguageMode(.v5)]
         ),
         .executableTarget(
             name: "TestServiceExtension",

@@ -1,9 +1,16 @@
-// `swift build -c release --scratch-path .build-rel --product RemoteBenchmark && .build-rel/release/RemoteBenchmark [N]`
+//     swift build -c release --scratch-path .build-rel --product RemoteBenchmark
+//     swift build -c release --scratch-path .build-rel --product TestServiceExtension
+//     .build-rel/release/RemoteBenchmark [N] [--devices M]
 //
 // Provider → presented, in one process over loopback: a gateway (SQLite, TLS), the
 // daemon's gateway link (inbox in SQLite, ack after durable) and engine (SQLite), a
 // presenter that notes when each push is shown. Measures the latency of pushes sent one at
-// a time (p50/p99), then the rate of N pushes sent 64 at a time.
+// a time (p50/p99) to an app without a service extension and, interleaved, to one whose
+// warm no-op service extension (TestServiceExtension "noop") runs for each push; then the
+// rate of N pushes sent 64 at a time to one device; then (`--devices M`) M pushes spread
+// over M devices, one each, whose device channels (in a child process: the file
+// descriptors of 10,000 connections on both ends do not fit one process's limit) count
+// them on receipt and acknowledge.
 import Crypto
 import Foundation
 import Logging
@@ -11,6 +18,7 @@ import ServiceLifecycle
 import Synchronization
 import TidingsCore
 import TidingsDaemon
+import TidingsDevice
 import TidingsEngine
 import TidingsGateway
 import TidingsSQLite
@@ -44,7 +52,24 @@ final class TimingPresenter: Presenter {
     }
 }
 
+func option(_ name: String) -> String? {
+    guard let index = CommandLine.arguments.firstIndex(of: name), index + 1 < CommandLine.arguments.count else { return nil }
+    return CommandLine.arguments[index + 1]
+}
+if let devices = option("--device-clients").flatMap(Int.init) {
+    try await runDeviceClients(count: devices, port: Int(option("--port")!)!, certificate: option("--cert")!, topic: option("--topic")!,
+                               tokensFile: option("--tokens")!)
+    exit(0)
+}
 let count = CommandLine.arguments.dropFirst().first.flatMap(Int.init) ?? 2000
+let deviceCount = option("--devices").flatMap(Int.init) ?? 0
+let executableDirectory = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
+let extensionExecutable = option("--extension") ?? executableDirectory.appendingPathComponent("TestServiceExtension").path
+guard FileManager.default.isExecutableFile(atPath: extensionExecutable) else {
+    FileHandle.standardError.write(Data("no extension executable at \(extensionExecutable): build the TestServiceExtension product first\n".utf8))
+    exit(2)
+}
+let extensionBundle = "com.example.bench.ext"
 let bundle = "com.example.bench"
 let dir = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-remote-bench-\(UUID().uuidString.prefix(8))")
 try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
@@ -65,22 +90,33 @@ let teamKey = P256.Signing.PrivateKey()
 let nowMS = EpochMilliseconds(Date().timeIntervalSince1970 * 1000)
 try gateway.store.addKey(ProviderKeyRecord(keyID: "KEY1234567", teamID: "TEAM123456", publicKey: teamKey.publicKey.x963Representation, environment: nil, createdAt: nowMS))
 try await gateway.register(app: GatewayAppRecord(bundleID: bundle, teamID: "TEAM123456", storagePolicy: .all, createdAt: nowMS))
+try await gateway.register(app: GatewayAppRecord(bundleID: extensionBundle, teamID: "TEAM123456", storagePolicy: .all, createdAt: nowMS))
 
 let presenter = TimingPresenter()
 let store = try SQLiteDeviceStore(path: dir.appendingPathComponent("device.sqlite").path)
 let engine = NotificationEngine(configuration: EngineConfiguration(
     store: store, attachments: AttachmentStore(root: dir.appendingPathComponent("attachments")),
-    presenters: [presenter], logger: logger))
+    presenters: [presenter],
+    serviceExtensions: ServiceExtensionRunner(
+        configuration: ServiceExtensionConfiguration(containerRoot: dir.appendingPathComponent("extensions").path),
+        clock: SystemWallClock(), attachments: AttachmentStore(root: dir.appendingPathComponent("attachments")), logger: logger),
+    logger: logger))
 try await engine.recover()
 let engineTask = Task { try? await engine.run() }
 try await engine.install(AppRecord(bundleIdentifier: bundle, displayName: "Bench", executable: "/usr/bin/true", directory: dir.path, installedAt: Date()))
 _ = try await engine.updateSettings(bundle) { $0 = .granted([.alert, .sound, .badge], provisional: false) }
+try await engine.install(AppRecord(
+    bundleIdentifier: extensionBundle, displayName: "Bench with extension", executable: "/usr/bin/true", directory: dir.path,
+    extensions: [AppExtensionRecord(bundleIdentifier: extensionBundle + ".service", point: .service, executable: extensionExecutable)],
+    installedAt: Date()))
+_ = try await engine.updateSettings(extensionBundle) { $0 = .granted([.alert, .sound, .badge], provisional: false) }
 let link = try GatewayLink(configuration: GatewayLinkConfiguration(host: "127.0.0.1", port: addresses.device.port!, trustRootPaths: [addresses.certificatePath!]),
                            dataDirectory: dir.path, engine: engine, logger: logger)
 await engine.setRemote(link: link)
 let linkTask = Task { await link.run() }
 while await !link.isConnected { try await Task.sleep(for: .milliseconds(10)) }
 let token = DeviceToken(bytes: try await link.deviceToken(for: bundle)).hex
+let extensionToken = DeviceToken(bytes: try await link.deviceToken(for: extensionBundle)).hex
 
 var clientConfiguration = APNsClientConfiguration(host: "127.0.0.1", port: addresses.provider.port!, trustRootPaths: [addresses.certificatePath!])
 clientConfiguration.authority = "127.0.0.1"
@@ -90,20 +126,35 @@ func request(_ id: String) -> APNsRequest {
     APNsRequest(deviceToken: token, headers: [("authorization", bearer), ("apns-topic", bundle), ("apns-id", id)],
                 body: Array(#"{"aps":{"alert":{"title":"Bench","body":"push \#(id)"}},"k":1}"#.utf8))
 }
-
-// Latency: one push at a time, provider send → presenter.
-var latencies: [Duration] = []
-for _ in 0..<300 {
+/// The same push for the app with the service extension: mutable-content, the fixture's no-op.
+func extensionRequest(_ id: String) -> APNsRequest {
+    APNsRequest(deviceToken: extensionToken, headers: [("authorization", bearer), ("apns-topic", extensionBundle), ("apns-id", id)],
+                body: Array(#"{"aps":{"alert":{"title":"Bench","body":"push \#(id)"},"mutable-content":1},"k":1,"fixture":"noop"}"#.utf8))
+}
+func latency(_ make: (String) -> APNsRequest) async throws -> Duration {
     let id = UUID().uuidString.lowercased()
     let start = ContinuousClock.now
-    let response = try await connection.send(request(id))
+    let response = try await connection.send(make(id))
     guard response.status == 200 else { fatalError("status \(response.status)") }
     await presenter.wait(for: id)
-    latencies.append(presenter.shown(id)! - start)
+    return presenter.shown(id)! - start
 }
-latencies.sort()
 func ms(_ d: Duration) -> String { String(format: "%.2f ms", Double(d.components.attoseconds) / 1e15 + Double(d.components.seconds) * 1000) }
-print("provider → presented, one at a time (300): p50 \(ms(latencies[latencies.count / 2])), p99 \(ms(latencies[latencies.count * 99 / 100]))")
+
+// Latency: one push at a time, provider send → presenter; without and with the extension,
+// interleaved so both see the same machine load. The extension's process is warmed first.
+for _ in 0..<20 { _ = try await latency(extensionRequest) }
+var plain: [Duration] = [], extended: [Duration] = [], added: [Duration] = []
+for _ in 0..<300 {
+    let a = try await latency(request)
+    let b = try await latency(extensionRequest)
+    plain.append(a); extended.append(b); added.append(b - a)
+}
+plain.sort(); extended.sort(); added.sort()
+func p(_ v: [Duration], _ q: Double) -> Duration { v[min(v.count - 1, Int(Double(v.count) * q))] }
+print("provider → presented, one at a time (300): p50 \(ms(p(plain, 0.5))), p99 \(ms(p(plain, 0.99)))")
+print("same with a warm no-op service extension (300, interleaved): p50 \(ms(p(extended, 0.5))), p99 \(ms(p(extended, 0.99)))")
+print("the extension adds: p50 of the pair differences \(ms(p(added, 0.5))), difference of the p50s \(ms(p(extended, 0.5) - p(plain, 0.5)))")
 
 // Throughput: N pushes, 64 in flight.
 let ids = (0..<count).map { _ in UUID().uuidString.lowercased() }
@@ -124,6 +175,60 @@ let elapsed = ContinuousClock.now - start
 let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
 print("end to end to one device: \(count) pushes in \(String(format: "%.2f", seconds)) s = \(Int(Double(count) / seconds)) pushes/s (accepted, stored, sent, made durable on the device, acknowledged, presented)")
 
+if deviceCount > 0 {
+    // Spread: one push to each of deviceCount devices (a child process holds their channels).
+    let tokensFile = dir.appendingPathComponent("tokens.txt").path
+    let child = Process()
+    child.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+    child.arguments = ["--device-clients", String(deviceCount), "--port", String(addresses.device.port!), "--cert", addresses.certificatePath!,
+                       "--topic", bundle, "--tokens", tokensFile]
+    let pipe = Pipe()
+    child.standardOutput = pipe
+    try child.run()
+    let (lines, linesContinuation) = AsyncStream<String>.makeStream()
+    let reading = pipe.fileHandleForReading
+    Thread.detachNewThread {
+        var buffer: [UInt8] = []
+        while true {
+            let data = reading.availableData
+            if data.isEmpty { break }
+            for byte in data {
+                if byte == UInt8(ascii: "\n") {
+                    linesContinuation.yield(String(decoding: buffer, as: UTF8.self))
+                    buffer.removeAll()
+                } else {
+                    buffer.append(byte)
+                }
+            }
+        }
+        linesContinuation.finish()
+    }
+    var iterator = lines.makeAsyncIterator()
+    let connectStart = ContinuousClock.now
+    guard await iterator.next() == "ready" else { fatalError("the device clients did not connect") }
+    print("connected \(deviceCount) devices (TLS, key proof, token) in \(ms(ContinuousClock.now - connectStart))")
+    let tokens = try String(contentsOfFile: tokensFile, encoding: .utf8).split(separator: "\n").map(String.init)
+    let spreadStart = ContinuousClock.now
+    try await withThrowingTaskGroup(of: Void.self) { tasks in
+        func send(_ i: Int) {
+            tasks.addTask {
+                let response = try await connection.send(APNsRequest(deviceToken: tokens[i], headers: [
+                    ("authorization", bearer), ("apns-topic", bundle), ("apns-id", UUID().uuidString.lowercased())],
+                    body: Array(#"{"aps":{"alert":{"title":"Bench","body":"spread"}}}"#.utf8)))
+                guard response.status == 200 else { fatalError("status \(response.status)") }
+            }
+        }
+        var next = 0
+        for _ in 0..<min(64, tokens.count) { send(next); next += 1 }
+        while try await tasks.next() != nil, next < tokens.count { send(next); next += 1 }
+    }
+    guard await iterator.next() == "received" else { fatalError("the device clients did not receive every push") }
+    let spread = ContinuousClock.now - spreadStart
+    let spreadSeconds = Double(spread.components.seconds) + Double(spread.components.attoseconds) / 1e18
+    print("spread over \(tokens.count) devices, one push each, 64 in flight: \(String(format: "%.2f", spreadSeconds)) s = \(Int(Double(tokens.count) / spreadSeconds)) pushes/s (accepted, stored, sent, received and acknowledged by each device's channel)")
+    child.waitUntilExit()
+}
+
 await connection.close()
 linkTask.cancel()
 await linkTask.value
@@ -131,3 +236,44 @@ engineTask.cancel()
 await group.triggerGracefulShutdown()
 _ = try? await gatewayTask.value
 try? FileManager.default.removeItem(at: dir)
+
+/// The child process of `--devices`: connects `count` device channels (each with its own
+/// key) in batches, writes their tokens for `topic`, says "ready"; then acknowledges every
+/// push on receipt and says "received" once each device got one.
+func runDeviceClients(count: Int, port: Int, certificate: String, topic: String, tokensFile: String) async throws {
+    func say(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").utf8)) }
+    var connections: [DeviceConnection] = []
+    var tokens: [String] = []
+    while connections.count < count {
+        let batch = min(50, count - connections.count)
+        let made = try await withThrowingTaskGroup(of: (DeviceConnection, String).self) { tasks in
+            for _ in 0..<batch {
+                tasks.addTask {
+                    let configuration = DeviceClientConfiguration(host: "127.0.0.1", port: port, deviceKey: P256.Signing.PrivateKey(),
+                                                                  trustRootPaths: [certificate])
+                    let connection = try await DeviceConnection.connect(configuration)
+                    return (connection, try await connection.requestToken(topic: topic, environment: .development).hex)
+                }
+            }
+            return try await tasks.reduce(into: []) { $0.append($1) }
+        }
+        connections += made.map(\.0)
+        tokens += made.map(\.1)
+    }
+    try tokens.joined(separator: "\n").write(toFile: tokensFile, atomically: true, encoding: .utf8)
+    say("ready")
+    await withDiscardingTaskGroup { tasks in
+        for connection in connections {
+            tasks.addTask {
+                do {
+                    for try await push in connection.pushes {
+                        connection.acknowledge(push)
+                        return
+                    }
+                } catch {}
+            }
+        }
+    }
+    say("received")
+    for connection in connections { await connection.close() }
+}

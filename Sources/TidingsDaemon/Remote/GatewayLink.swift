@@ -137,30 +137,55 @@ public actor GatewayLink: RemoteNotificationLink {
     }
 
     /// Receipt: durable first, then the acknowledgement; redeliveries are acknowledged again
-    /// and not processed twice.
+    /// and not processed twice. Pushes that arrive together (or while the previous commit
+    /// is being synced) are made durable in one transaction, then all acknowledged.
     private func consume(_ connection: DeviceConnection) async {
-        do {
-            for try await push in connection.pushes {
-                guard let remote = RemotePush(push) else {
-                    logger.warning("dropped a push whose topic does not fit its push type", metadata: ["apns-id": "\(push.apnsID)"])
-                    connection.acknowledge(push)
-                    continue
-                }
-                let inserted: Bool
+        let batch = PushBatch()
+        let (inbox, clock, logger, work) = (self.inbox, self.clock, self.logger, self.work)
+        await withDiscardingTaskGroup { group in
+            group.addTask {
                 do {
-                    inserted = try inbox.receive(remote, at: clock.now)
+                    for try await push in connection.pushes { batch.append(push) }
                 } catch {
-                    // Not durable: not acknowledged; the gateway sends it again on the next connection.
-                    logger.error("could not store a push; reconnecting", metadata: ["error": "\(error)"])
-                    await connection.close()
-                    return
+                    logger.debug("device channel ended", metadata: ["error": "\(error)"])
                 }
-                connection.acknowledge(push)
-                if inserted { work.yield() }
+                batch.finish()
             }
-        } catch {
-            logger.debug("device channel ended", metadata: ["error": "\(error)"])
+            group.addTask {
+                while let pushes = await batch.next() {
+                    guard Self.store(pushes, connection: connection, inbox: inbox, clock: clock, logger: logger, work: work) else {
+                        // Not durable: not acknowledged; the gateway sends them again on the next connection.
+                        await connection.close()
+                        while await batch.next() != nil {}
+                        return
+                    }
+                }
+            }
         }
+    }
+
+    /// Commits `pushes` in one transaction, then acknowledges each; false if the commit failed.
+    private static func store(_ pushes: [DevicePush], connection: DeviceConnection, inbox: RemoteInbox, clock: any WallClock,
+                              logger: Logger, work: AsyncStream<Void>.Continuation) -> Bool {
+        var remotes: [RemotePush] = []
+        remotes.reserveCapacity(pushes.count)
+        for push in pushes {
+            if let remote = RemotePush(push) {
+                remotes.append(remote)
+            } else {
+                logger.warning("dropped a push whose topic does not fit its push type", metadata: ["apns-id": "\(push.apnsID)"])
+            }
+        }
+        let inserted: [Bool]
+        do {
+            inserted = remotes.isEmpty ? [] : try inbox.receive(remotes, at: clock.now)
+        } catch {
+            logger.error("could not store pushes; reconnecting", metadata: ["error": "\(error)", "pushes": "\(remotes.count)"])
+            return false
+        }
+        for push in pushes { connection.acknowledge(push) }
+        if inserted.contains(true) { work.yield() }
+        return true
     }
 
     private func processLoop() async {

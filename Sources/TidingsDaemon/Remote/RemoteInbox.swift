@@ -39,14 +39,34 @@ final class RemoteInbox: Sendable {
 
     /// Makes a push durable; false when it was already here (a redelivery).
     func receive(_ push: RemotePush, at now: Date) throws -> Bool {
-        try queue.write { db in
-            try db.execute(sql: """
-                INSERT OR IGNORE INTO push (apns_id, sequence, bundle, identifier, push_type, priority, collapse_id,
-                                            expires_at, accepted_at, payload, received_at)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """, arguments: [push.apnsID, push.sequence, push.bundleIdentifier, push.requestIdentifier, push.pushType,
-                                 push.priority, push.collapseID, push.expiresAt, push.acceptedAt, push.payload,
-                                 Int64(now.timeIntervalSince1970 * 1000)])
+        try receive([push], at: now)[0]
+    }
+
+    /// Makes the pushes durable in one transaction (one commit, one fsync); for each, false
+    /// when it was already here (a redelivery). Nothing is durable if it throws.
+    func receive(_ pushes: [RemotePush], at now: Date) throws -> [Bool] {
+        let receivedAt = Int64(now.timeIntervalSince1970 * 1000)
+        return try queue.writeWithoutTransaction { db in
+            // FULL for this commit whatever a failed `markProcessed` left (outside the transaction).
+            try db.execute(sql: "PRAGMA synchronous = FULL")
+            var inserted: [Bool] = []
+            try db.inTransaction {
+                inserted = try Self.insert(pushes, receivedAt: receivedAt, db)
+                return .commit
+            }
+            return inserted
+        }
+    }
+
+    private static func insert(_ pushes: [RemotePush], receivedAt: Int64, _ db: Database) throws -> [Bool] {
+        let insert = try db.cachedStatement(sql: """
+            INSERT OR IGNORE INTO push (apns_id, sequence, bundle, identifier, push_type, priority, collapse_id,
+                                        expires_at, accepted_at, payload, received_at)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """)
+        return try pushes.map { push in
+            try insert.execute(arguments: [push.apnsID, push.sequence, push.bundleIdentifier, push.requestIdentifier, push.pushType,
+                                           push.priority, push.collapseID, push.expiresAt, push.acceptedAt, push.payload, receivedAt])
             return db.changesCount > 0
         }
     }
@@ -62,9 +82,19 @@ final class RemoteInbox: Sendable {
         }
     }
 
+    /// Marks a push handed to the engine. Committed with `synchronous=NORMAL` (no fsync; it
+    /// survives `kill -9`, and the next FULL commit makes it durable): losing it to a power
+    /// failure only means the push is recovered, and a push already in the delivered list is
+    /// not shown again. The connection is back at FULL before this returns, or it throws.
     func markProcessed(_ push: RemotePush) throws {
-        try queue.write { db in
-            try db.execute(sql: "UPDATE push SET processed = 1 WHERE apns_id = ? AND sequence = ?", arguments: [push.apnsID, push.sequence])
+        try queue.writeWithoutTransaction { db in
+            try db.execute(sql: "PRAGMA synchronous = NORMAL")
+            let updated = Result {
+                try db.cachedStatement(sql: "UPDATE push SET processed = 1 WHERE apns_id = ? AND sequence = ?")
+                    .execute(arguments: [push.apnsID, push.sequence])
+            }
+            try db.execute(sql: "PRAGMA synchronous = FULL")
+            try updated.get()
         }
     }
 
