@@ -18,7 +18,8 @@ struct BatchWriterTests {
         let writer = try writer()
         // Hold the writer so the next operations queue up as one batch.
         let gate = DispatchSemaphore(value: 0)
-        let held = writer.submit { _ in gate.wait() }
+        // Signalled again at once: a rerun of the batch (after a failure) passes through too.
+        let held = writer.submit { _ in gate.wait(); gate.signal() }
         let runs = RunCounts()
         func insert(_ values: [Int], thenFail: Bool) -> (applied: StoreTicketProbe, durable: StoreTicketProbe) {
             let tickets = writer.submitApplied { db -> Int in
@@ -58,7 +59,7 @@ struct BatchWriterTests {
     @Test("a batch without failures commits every operation")
     func batchWithoutFailures() async throws {
         let writer = try writer()
-        let tickets = (0..<100).map { v in writer.submit { db in try db.execute(sql: "INSERT INTO t (v) VALUES (?)", arguments: [v]) } }
+        let tickets = (0..<100).map { (v: Int) in writer.submit { db in try db.execute(sql: "INSERT INTO t (v) VALUES (?)", arguments: [v]) } }
         for ticket in tickets { try await ticket.value }
         let count = try await writer.database.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM t") }
         #expect(count == 100)
