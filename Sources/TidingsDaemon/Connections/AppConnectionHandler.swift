@@ -42,7 +42,13 @@ struct AppConnectionHandler {
                     // plain `ok` goes back as a binary frame.
                     let deferred = await engine.handle(envelope.request, from: link, encoded: envelope.encodedRequest)
                     let compact = envelope.encodedRequest != nil
-                    group.addTask { connection.reply(envelope.id, await deferred.run(), compact: compact) }
+                    if let subscribe = deferred.subscribe {
+                        // An add: the reply is written from the commit's completion, no task.
+                        let id = envelope.id
+                        subscribe { connection.reply(id, $0, compact: compact) }
+                    } else {
+                        group.addTask { connection.reply(envelope.id, await deferred.run(), compact: compact) }
+                    }
                 }
             }
             await engine.disconnect(link)

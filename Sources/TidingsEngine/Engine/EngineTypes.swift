@@ -8,9 +8,29 @@ import TidingsStorage
 /// can keep many requests in flight (group commit) without reordering them.
 public struct Deferred<Value: Sendable>: Sendable {
     public let run: @Sendable () async -> Value
+    /// Set when the value arrives by callback (an `add`): `subscribe` calls its argument
+    /// once with the value, from whichever thread produced it. A caller that only forwards
+    /// the value (the connection handler writing a reply) uses it instead of a task per `run`.
+    public let subscribe: (@Sendable (@escaping @Sendable (Value) -> Void) -> Void)?
 
     public init(_ run: @escaping @Sendable () async -> Value) {
         self.run = run
+        self.subscribe = nil
+    }
+
+    public init(subscribe: @escaping @Sendable (@escaping @Sendable (Value) -> Void) -> Void) {
+        self.subscribe = subscribe
+        self.run = { await withCheckedContinuation { continuation in subscribe { continuation.resume(returning: $0) } } }
+    }
+
+    /// Calls `body` with the value: through `subscribe` when there is one, else from a task.
+    public func whenDone(_ body: @escaping @Sendable (Value) -> Void) {
+        if let subscribe {
+            subscribe(body)
+        } else {
+            let run = self.run
+            Task { body(await run()) }
+        }
     }
 
     public static func now(_ value: Value) -> Deferred {

@@ -1,6 +1,7 @@
 import Foundation
 import HeapModule
 import Logging
+import Synchronization
 import TidingsCore
 import TidingsStorage
 
@@ -30,6 +31,8 @@ public actor NotificationEngine {
     var consentInFlight: [String: Task<NotificationSettingsValue, Never>] = [:]
 
     var heap = Heap<FireItem>()
+    /// Added requests whose commit completed, waiting to enter the heap (see `add`).
+    nonisolated let addedInbox = AddedInbox()
     var regions: [Int64: RegionWatch] = [:]
     var lastLocation: (latitude: Double, longitude: Double)?
 
@@ -335,17 +338,43 @@ public actor NotificationEngine {
         // The bytes as received describe `stored` exactly unless attachments moved.
         let body = request.content.attachments.isEmpty ? encoded : nil
         let ticket = store.addPending(stored, encoded: body, for: bundle, nextFire: firstFire, limit: configuration.pendingLimit)
-        return Deferred { [self, stored] in
-            do {
-                let result = try await ticket.value
-                await self.added(result, request: stored, nextFire: firstFire, bundle: bundle)
-                // The app needs the request back only when attachments moved into the store.
-                return stored.content.attachments.isEmpty ? .ok : .added(stored)
-            } catch {
-                // Not scheduled: the files we took go away with it.
-                self.configuration.attachments.delete(stored.content.attachments, bundleIdentifier: bundle)
-                return .failure(NotificationError(.invalidRequest, "the request could not be stored: \(error)"))
+        let attachments = configuration.attachments
+        let isLocation: Bool
+        if case .location? = stored.trigger { isLocation = true } else { isLocation = false }
+        // The reply is produced from the commit's completion, without a task per add: the
+        // writer thread hands the result to `addedInbox`, and one hop onto the actor per batch
+        // puts the requests in the heap before their replies go out.
+        return Deferred(subscribe: { [self, stored] done in
+            ticket.whenComplete { result in
+                switch result {
+                case .success(let result):
+                    // The app needs the request back only when attachments moved into the store.
+                    let reply: AppReply = stored.content.attachments.isEmpty ? .ok : .added(stored)
+                    let simple = result.evicted.allSatisfy { $0.content.attachments.isEmpty }
+                        && (result.replacedPending?.content.attachments.isEmpty ?? true)
+                        && (firstFire != nil || !isLocation)
+                    if simple {
+                        self.addedInbox.append(firstFire.map { FireItem(date: $0, key: result.key) }, reply: { done(reply) }, engine: self)
+                    } else {
+                        Task {
+                            await self.added(result, request: stored, nextFire: firstFire, bundle: bundle)
+                            done(reply)
+                        }
+                    }
+                case .failure(let error):
+                    // Not scheduled: the files we took go away with it.
+                    attachments.delete(stored.content.attachments, bundleIdentifier: bundle)
+                    done(.failure(NotificationError(.invalidRequest, "the request could not be stored: \(error)")))
+                }
             }
+        })
+    }
+
+    /// Puts the requests the inbox collected in the heap, then lets their replies go.
+    func drainAddedInbox() {
+        for entry in addedInbox.take() {
+            if let item = entry.item { schedule(item) }
+            entry.reply()
         }
     }
 
@@ -397,6 +426,40 @@ public actor NotificationEngine {
                 for a in delivered.request.content.attachments { referenced.insert(a.path) }
             }
             configuration.attachments.delete(request.content.attachments.filter { !referenced.contains($0.path) }, bundleIdentifier: bundle)
+        }
+    }
+}
+
+/// Requests committed by the store's writer, handed to the engine in batches: one task
+/// drains everything that arrived while the previous drain was pending.
+final class AddedInbox: Sendable {
+    struct Entry {
+        let item: FireItem?
+        let reply: @Sendable () -> Void
+    }
+
+    private struct State {
+        var entries: [Entry] = []
+        var scheduled = false
+    }
+
+    private let state = Mutex(State())
+
+    func append(_ item: FireItem?, reply: @escaping @Sendable () -> Void, engine: NotificationEngine) {
+        let schedule = state.withLock { state -> Bool in
+            state.entries.append(Entry(item: item, reply: reply))
+            guard !state.scheduled else { return false }
+            state.scheduled = true
+            return true
+        }
+        if schedule { Task { await engine.drainAddedInbox() } }
+    }
+
+    func take() -> [Entry] {
+        state.withLock { state in
+            state.scheduled = false
+            defer { state.entries.removeAll(keepingCapacity: true) }
+            return state.entries
         }
     }
 }
