@@ -236,7 +236,7 @@ let package = Package(
         ),
         .testTarget(
             name: "TidingsExtensionTests",
-            dependencies: [
+            dependencies: ["TidingsTestSupport", 
                 "TidingsCore", "TidingsDaemon", "TidingsEngine", "TidingsTesting",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
@@ -247,6 +247,13 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
 
+        // What the process-level tests share: the built products, child processes, the CLI.
+        .target(
+            name: "TidingsTestSupport",
+            dependencies: ["TidingsTesting"],
+            path: "Tests/TidingsTestSupport",
+            swiftSettings: swiftSettings
+        ),
         .testTarget(name: "TidingsCoreTests", dependencies: ["TidingsCore"], swiftSettings: swiftSettings),
         .testTarget(
             name: "UserNotificationsTests",
@@ -273,17 +280,17 @@ let package = Package(
         ),
         .testTarget(
             name: "TidingsGatewayTests",
-            dependencies: ["TidingsGateway", "TidingsDevice", "TidingsTesting"],
+            dependencies: ["TidingsTestSupport", "TidingsGateway", "TidingsDevice", "TidingsTesting"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "TidingsDaemonTests",
-            dependencies: ["TidingsDaemon", "TidingsTesting", "UserNotifications"],
+            dependencies: ["TidingsTestSupport", "TidingsDaemon", "TidingsTesting", "UserNotifications"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "TidingsRemoteTests",
-            dependencies: ["TidingsDaemon", "TidingsGateway", "TidingsDevice", "TidingsTesting", "TidingsApplication", "UserNotifications", "TidingsIPC",
+            dependencies: ["TidingsTestSupport", "TidingsDaemon", "TidingsGateway", "TidingsDevice", "TidingsTesting", "TidingsApplication", "UserNotifications", "TidingsIPC",
                            .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: swiftSettings
         ),

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TidingsTesting
+import TidingsTestSupport
 
 /// Real processes: the `tidings` daemon, the sample app, the CLI as a person uses it.
 @Suite("Daemon end to end", .serialized)
@@ -10,14 +11,14 @@ struct EndToEndTests {
         let fixture = try DaemonFixture()
         defer { fixture.remove() }
         let daemon = try fixture.startDaemon()
-        defer { daemon.kill() }
+        defer { daemon.stop() }
         #expect(await daemon.waitForOutput("daemon socket"))
 
         let install = try fixture.cli(["apps", "install", fixture.manifest])
         #expect(install.status == 0, "\(install.output)")
 
         let app = try fixture.runApp()
-        defer { app.kill() }
+        defer { app.stop() }
         #expect(await app.waitForOutput("waiting for responses"), "\(app.output)")
         #expect(app.output.contains("authorization granted=true"))
         #expect(await app.waitForOutput("willPresent saySomething"), "the foreground app's delegate decides")
@@ -36,12 +37,12 @@ struct EndToEndTests {
         #expect(wrong.output.contains("no delivered notification"))
 
         // The app stops; its next response launches it from the manifest.
-        app.kill()
+        app.stop()
         let again = try fixture.runApp()
         // Delivered (its delegate said how) before the app goes away.
         #expect(await again.waitForOutput("willPresent saySomething"))
         #expect(await eventually { (try? fixture.cli(["notifications", "list"]))?.output.contains("saySomething") == true })
-        again.kill()
+        again.stop()
         let goodbye = try fixture.cli(["notifications", "respond", "saySomething", "--action", "action.goodbye"])
         #expect(goodbye.status == 0, "\(goodbye.output)")
         #expect(await daemon.waitForOutput("response saySomething action=action.goodbye"), "\(daemon.output)")
@@ -53,10 +54,10 @@ struct EndToEndTests {
         let fixture = try DaemonFixture()
         defer { fixture.remove() }
         let daemon = try fixture.startDaemon()
-        defer { daemon.kill() }
+        defer { daemon.stop() }
         #expect(await daemon.waitForOutput("daemon socket"))
         let app = try fixture.runApp()
-        defer { app.kill() }
+        defer { app.stop() }
         #expect(await eventually { !app.process.isRunning })
         #expect(app.process.terminationStatus == 1)
         #expect(app.output.contains("has no app identity"), "\(app.output)")
@@ -68,10 +69,10 @@ struct EndToEndTests {
         let fixture = try DaemonFixture()
         defer { fixture.remove() }
         let daemon = try fixture.startDaemon(["--development"])
-        defer { daemon.kill() }
+        defer { daemon.stop() }
         #expect(await daemon.waitForOutput("daemon socket"))
         let app = try fixture.runApp(environment: ["TIDINGS_BUNDLE_ID": "com.example.dev"])
-        defer { app.kill() }
+        defer { app.stop() }
         #expect(await app.waitForOutput("waiting for responses"), "\(app.output)")
         let list = try fixture.cli(["apps", "list"])
         #expect(list.output.contains("com.example.dev"))
@@ -86,11 +87,11 @@ struct EndToEndTests {
         _ = try fixture.cli(["apps", "install", fixture.manifest])
         let app = try fixture.runApp()
         #expect(await app.waitForOutput("scheduled saySomething now"))
-        daemon.kill(signal: SIGKILL)
-        app.kill()
+        daemon.stop(signal: SIGKILL)
+        app.stop()
 
         let restarted = try fixture.startDaemon()
-        defer { restarted.kill() }
+        defer { restarted.stop() }
         #expect(await restarted.waitForOutput("daemon socket"))
         let pending = try fixture.cli(["notifications", "list", "--pending"]).output
         let delivered = try fixture.cli(["notifications", "list"]).output
@@ -109,7 +110,7 @@ struct EndToEndTests {
         #expect(noDaemon.output.contains("no notification daemon is listening"))
 
         let daemon = try fixture.startDaemon()
-        defer { daemon.kill() }
+        defer { daemon.stop() }
         #expect(await daemon.waitForOutput("daemon socket"))
         let badManifest = fixture.directory.appendingPathComponent("bad.json").path
         try #"{"bundleIdentifier": "nodots", "executable": "/bin/true"}"#.write(toFile: badManifest, atomically: true, encoding: .utf8)

@@ -4,6 +4,7 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import Testing
+import TidingsTestSupport
 import TidingsCore
 import TidingsDaemon
 import TidingsEngine
@@ -87,7 +88,7 @@ struct ExampleExtensionTests {
         try Data((0..<32).map { UInt8($0) }).base64EncodedString().write(toFile: keyFile, atomically: true, encoding: .utf8)
         let process = Process()
         process.executableURL = URL(fileURLWithPath: python)
-        process.arguments = [Built.packageRoot.appendingPathComponent("Examples/SecureMessages/encrypt_push.py").path, keyFile, "Bob", "Lunch at noon"]
+        process.arguments = [BuiltProducts.packageRoot.appendingPathComponent("Examples/SecureMessages/encrypt_push.py").path, keyFile, "Bob", "Lunch at noon"]
         let pipe = Pipe()
         process.standardOutput = pipe
         try process.run()
@@ -104,7 +105,7 @@ struct ExampleExtensionTests {
     @Test("the example manifests declare their extensions with point service")
     func manifests() throws {
         for (folder, name) in [("ImageService", "ImageServiceExtension"), ("SecureMessages", "SecureMessageExtension")] {
-            let path = Built.packageRoot.appendingPathComponent("Examples/\(folder)/manifest.json").path
+            let path = BuiltProducts.packageRoot.appendingPathComponent("Examples/\(folder)/manifest.json").path
             let data = try Data(contentsOf: URL(fileURLWithPath: path))
             let manifest = try JSONDecoder().decode(AppManifest.self, from: data)
             let ext = try #require(manifest.extensions?.first)

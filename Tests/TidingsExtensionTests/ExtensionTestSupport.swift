@@ -4,21 +4,13 @@ import TidingsCore
 import TidingsDaemon
 import TidingsEngine
 import TidingsTesting
+import TidingsTestSupport
 
-/// The package's built executables: siblings of the test bundle.
+/// The extension executables these tests run.
 enum Built {
-    static var directory: URL {
-        URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
-    }
-    static func executable(_ name: String) -> String { directory.appendingPathComponent(name).path }
-    static var fixture: String { executable("TestServiceExtension") }
-    static var imageService: String { executable("ImageServiceExtension") }
-    static var secureMessages: String { executable("SecureMessageExtension") }
-
-    /// The package's root, for the examples' files.
-    static var packageRoot: URL {
-        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-    }
+    static var fixture: String { BuiltProducts.path("TestServiceExtension") }
+    static var imageService: String { BuiltProducts.path("ImageServiceExtension") }
+    static var secureMessages: String { BuiltProducts.path("SecureMessageExtension") }
 }
 
 /// A runner on a test clock, with an app directory and an attachment store in a fresh

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TidingsTestSupport
 import TidingsCore
 import TidingsDevice
 import TidingsGateway

@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import Synchronization
 import Testing
+import TidingsTestSupport
 import TidingsCore
 import TidingsDevice
 import TidingsGateway
@@ -14,10 +15,7 @@ import TidingsStorage
 struct CrashTests {
     /// The `tidings` executable that `swift build --build-tests` puts next to the test bundle.
     static var executable: String? {
-        let bin = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        let candidates = [bin.appendingPathComponent("tidings").path,
-                          bin.deletingLastPathComponent().appendingPathComponent("tidings").path]
-        return candidates.first { FileManager.default.isExecutableFile(atPath: $0) }
+        FileManager.default.isExecutableFile(atPath: BuiltProducts.tidings) ? BuiltProducts.tidings : nil
     }
 
     /// A gateway child process; its ports are read from what it prints.

@@ -4,6 +4,7 @@ import Logging
 import NIOCore
 import ServiceLifecycle
 import Testing
+import TidingsTestSupport
 import TidingsCore
 import TidingsDevice
 import TidingsGateway
@@ -170,15 +171,4 @@ actor PushCollector {
         timer.cancel()
         return pushes
     }
-}
-
-/// Whether an external tool may be skipped: in CI (env `CI`) a missing tool is a failure.
-func requireTool(_ available: Bool, _ name: String) -> Bool {
-    if available { return true }
-    if ProcessInfo.processInfo.environment["CI"] != nil {
-        Issue.record("\(name) is not installed, and CI is set")
-    } else {
-        print("SKIPPED: \(name) is not installed; set it up as .ci/run does")
-    }
-    return false
 }

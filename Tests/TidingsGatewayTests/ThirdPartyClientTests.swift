@@ -4,23 +4,14 @@ import Testing
 import TidingsCore
 import TidingsDevice
 import TidingsGateway
+import TidingsTestSupport
 
 /// Real APNs clients (aioapns, httpx + PyJWT, curl) against the gateway on loopback.
 /// CI installs them (.ci/run); elsewhere a missing tool skips with a message.
 @Suite("Third-party clients", .serialized)
 struct ThirdPartyClientTests {
-    static let scripts = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .appendingPathComponent("GatewayClients")
-
-    static var python: String? {
-        let env = ProcessInfo.processInfo.environment
-        var candidates: [String] = []
-        if let p = env["TIDINGS_TEST_PYTHON"] { candidates.append(p) }
-        let root = scripts.deletingLastPathComponent().deletingLastPathComponent()
-        candidates += [root.appendingPathComponent(".ci-work/venv/bin/python").path,
-                       root.appendingPathComponent(".ci-work/venv-gw/bin/python").path]
-        return candidates.first { FileManager.default.isExecutableFile(atPath: $0) }
-    }
+    static var scripts: URL { BuiltProducts.gatewayClients }
+    static var python: String? { BuiltProducts.python }
 
     struct Run { var status: Int32; var stdout: String; var stderr: String }
 

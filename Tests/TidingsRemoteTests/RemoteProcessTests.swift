@@ -8,91 +8,7 @@ import TidingsDevice
 import TidingsGateway
 import TidingsIPC
 import TidingsTesting
-
-/// The package's built executables: siblings of the test bundle.
-enum RemoteBuilt {
-    static var directory: URL {
-        URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
-    }
-    static var tidings: String { directory.appendingPathComponent("tidings").path }
-    static var sampleApp: String { directory.appendingPathComponent("SampleApp").path }
-    static var scripts: URL {
-        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("GatewayClients")
-    }
-    static var python: String? {
-        let env = ProcessInfo.processInfo.environment
-        var candidates: [String] = []
-        if let p = env["TIDINGS_TEST_PYTHON"] { candidates.append(p) }
-        let root = scripts.deletingLastPathComponent().deletingLastPathComponent()
-        candidates += [root.appendingPathComponent(".ci-work/venv/bin/python").path, root.appendingPathComponent(".ci-work/venv-gw/bin/python").path]
-        return candidates.first { FileManager.default.isExecutableFile(atPath: $0) }
-    }
-}
-
-/// A child process whose output goes to a file the test reads; stopped by the test, by PID.
-final class RemoteChild: Sendable {
-    let process: Process
-    let outputPath: String
-
-    init(_ executable: String, _ arguments: [String], environment: [String: String] = [:], directory: URL, name: String) throws {
-        outputPath = directory.appendingPathComponent("\(name)-\(UUID().uuidString.prefix(8)).log").path
-        _ = FileManager.default.createFile(atPath: outputPath, contents: nil)
-        let output = try FileHandle(forWritingTo: URL(fileURLWithPath: outputPath))
-        process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        var env = ProcessInfo.processInfo.environment
-        for (key, value) in environment { env[key] = value }
-        process.environment = env
-        process.standardOutput = output
-        process.standardError = output
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-    }
-
-    var output: String { (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? "" }
-
-    /// The first match of `prefix` followed by a value up to the end of the line.
-    func value(after prefix: String) -> String? {
-        for line in output.split(separator: "\n") {
-            if let r = line.range(of: prefix) { return String(line[r.upperBound...]).trimmingCharacters(in: .whitespaces) }
-        }
-        return nil
-    }
-
-    func port(after marker: String) -> Int? {
-        guard let rest = value(after: marker) else { return nil }
-        return (rest.split(separator: " ").first ?? "").split(separator: ":").last.flatMap { Int($0) }
-    }
-
-    func stop(signal: Int32 = SIGTERM) {
-        if process.isRunning { kill(process.processIdentifier, signal) }
-        process.waitUntilExit()
-    }
-}
-
-func runTidings(_ arguments: [String]) throws -> (status: Int32, output: String) {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: RemoteBuilt.tidings)
-    process.arguments = arguments
-    let pipe = Pipe()
-    process.standardOutput = pipe
-    process.standardError = pipe
-    try process.run()
-    let data = pipe.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return (process.terminationStatus, String(decoding: data, as: UTF8.self))
-}
-
-func requireRemoteTool(_ available: Bool, _ name: String) -> Bool {
-    if available { return true }
-    if ProcessInfo.processInfo.environment["CI"] != nil {
-        Issue.record("\(name) is not available, and CI is set")
-    } else {
-        print("SKIPPED: \(name) is not available")
-    }
-    return false
-}
+import TidingsTestSupport
 
 @Suite("Remote notifications across processes", .serialized)
 struct RemoteProcessTests {
@@ -102,7 +18,7 @@ struct RemoteProcessTests {
     /// `kill -9` of the real daemon again and again while a provider pushes: every push the
     /// gateway accepted ends up in the delivered list, and none is printed twice.
     @Test func daemonKillNineBetweenReceiptAndAckLosesAndDuplicatesNothing() async throws {
-        guard requireRemoteTool(FileManager.default.isExecutableFile(atPath: RemoteBuilt.tidings), "the tidings executable") else { return }
+        guard requireTool(FileManager.default.isExecutableFile(atPath: BuiltProducts.tidings), "the tidings executable") else { return }
         let dir = URL(fileURLWithPath: "/tmp/trk-\(UUID().uuidString.prefix(8))")
         let gatewayDir = dir.appendingPathComponent("gw"), deviceDir = dir.appendingPathComponent("dev")
         try FileManager.default.createDirectory(at: deviceDir, withIntermediateDirectories: true)
@@ -111,7 +27,7 @@ struct RemoteProcessTests {
         let (signingKey, keyRecord) = try registry.createKey(teamID: Self.team)
         _ = try registry.registerApp(bundleID: Self.bundle, teamID: Self.team, storagePolicy: .all)
 
-        let gateway = try RemoteChild(RemoteBuilt.tidings, ["gateway", "--data-dir", gatewayDir.path, "--listen", "127.0.0.1:0",
+        let gateway = try ChildProcess(BuiltProducts.tidings, ["gateway", "--data-dir", gatewayDir.path, "--listen", "127.0.0.1:0",
                                                            "--device-listen", "127.0.0.1:0", "--admin-listen", "off", "--device-rate-limit", "0",
                                                            "--log-level", "error", "--threads", "1"], directory: dir, name: "gateway")
         defer { gateway.stop() }
@@ -128,8 +44,8 @@ struct RemoteProcessTests {
         await probe.close()
 
         let socket = deviceDir.appendingPathComponent("daemon.sock").path
-        func startDaemon() throws -> RemoteChild {
-            try RemoteChild(RemoteBuilt.tidings, ["daemon", "--data-dir", deviceDir.path, "--consent", "grant", "--development",
+        func startDaemon() throws -> ChildProcess {
+            try ChildProcess(BuiltProducts.tidings, ["daemon", "--data-dir", deviceDir.path, "--consent", "grant", "--development",
                                                  "--gateway", "127.0.0.1:\(devicePort)", "--gateway-cert", cert, "--log-level", "error"],
                             directory: dir, name: "daemon")
         }
@@ -167,7 +83,7 @@ struct RemoteProcessTests {
                 if response.status == 200 { accepted.withLock { $0[id] = text } }
             }
         }
-        var outputs: [RemoteChild] = [daemon]
+        var outputs: [ChildProcess] = [daemon]
         for _ in 0..<4 {
             // Let pushes flow, then kill -9 wherever the daemon is (receipt, store, ack, present).
             let before = accepted.withLock { $0.count }
@@ -210,9 +126,9 @@ struct RemoteProcessTests {
     /// presented, `tidings notifications respond` taps it, the app's delegate gets the
     /// response, and `tidings status` shows presented and answered.
     @Test func serveSampleAppAndAioapns() async throws {
-        guard requireRemoteTool(FileManager.default.isExecutableFile(atPath: RemoteBuilt.sampleApp), "the SampleApp executable") else { return }
-        guard let python = RemoteBuilt.python,
-              requireRemoteTool((try? await Self.run(python, ["-c", "import aioapns"]).status) == 0, "python aioapns") else { return }
+        guard requireTool(FileManager.default.isExecutableFile(atPath: BuiltProducts.sampleApp), "the SampleApp executable") else { return }
+        guard let python = BuiltProducts.python,
+              requireTool((try? await Self.run(python, ["-c", "import aioapns"]).status) == 0, "python aioapns") else { return }
         let dir = URL(fileURLWithPath: "/tmp/trs-\(UUID().uuidString.prefix(8))")
         let data = dir.appendingPathComponent("data")
         try FileManager.default.createDirectory(at: data, withIntermediateDirectories: true)
@@ -226,19 +142,19 @@ struct RemoteProcessTests {
             keyID = record.keyID
             _ = try registry.registerApp(bundleID: Self.bundle, teamID: Self.team, storagePolicy: .all)
         }
-        let serve = try RemoteChild(RemoteBuilt.tidings, ["serve", "--data-dir", data.path, "--consent", "grant", "--listen", "127.0.0.1:0",
+        let serve = try ChildProcess(BuiltProducts.tidings, ["serve", "--data-dir", data.path, "--consent", "grant", "--listen", "127.0.0.1:0",
                                                          "--device-listen", "127.0.0.1:0", "--admin-listen", "off"], directory: dir, name: "serve")
         defer { serve.stop() }
         #expect(await eventually { serve.port(after: "provider API on ") != nil })
         let providerPort = try #require(serve.port(after: "provider API on "))
         let manifest = dir.appendingPathComponent("manifest.json").path
         try """
-            {"bundleIdentifier": "\(Self.bundle)", "displayName": "Tidings Sample", "executable": "\(RemoteBuilt.sampleApp)", "arguments": ["--listen"]}
+            {"bundleIdentifier": "\(Self.bundle)", "displayName": "Tidings Sample", "executable": "\(BuiltProducts.sampleApp)", "arguments": ["--listen"]}
             """.write(toFile: manifest, atomically: true, encoding: .utf8)
         let install = try runTidings(["apps", "install", manifest, "--data-dir", data.path])
         #expect(install.status == 0, "\(install.output)")
 
-        let app = try RemoteChild(RemoteBuilt.sampleApp, ["--remote"], environment: ["TIDINGS_SOCKET": data.appendingPathComponent("daemon.sock").path],
+        let app = try ChildProcess(BuiltProducts.sampleApp, ["--remote"], environment: ["TIDINGS_SOCKET": data.appendingPathComponent("daemon.sock").path],
                                   directory: dir, name: "app")
         defer { app.stop() }
         #expect(await eventually { app.value(after: "SampleApp: token ") != nil }, "\(app.output)")
@@ -246,7 +162,7 @@ struct RemoteProcessTests {
         #expect(token.count == 64)
 
         let cert = data.appendingPathComponent("tls/gateway-cert.pem").path
-        let sent = try await Self.run(python, [RemoteBuilt.scripts.appendingPathComponent("remote_push.py").path, "127.0.0.1", String(providerPort),
+        let sent = try await Self.run(python, [BuiltProducts.gatewayClients.appendingPathComponent("remote_push.py").path, "127.0.0.1", String(providerPort),
                                                cert, p8, keyID, Self.team, Self.bundle, token])
         #expect(sent.status == 0, "\(sent.output)")
         let result = try JSONValue(parsing: Array(sent.output.split(separator: "\n").last.map(String.init)?.utf8 ?? "".utf8))
@@ -286,7 +202,7 @@ struct RemoteProcessTests {
     }
 
     @Test func daemonRefusesABadGatewayAddress() throws {
-        guard requireRemoteTool(FileManager.default.isExecutableFile(atPath: RemoteBuilt.tidings), "the tidings executable") else { return }
+        guard requireTool(FileManager.default.isExecutableFile(atPath: BuiltProducts.tidings), "the tidings executable") else { return }
         let dir = "/tmp/trg-\(UUID().uuidString.prefix(8))"
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let bad = try runTidings(["daemon", "--data-dir", dir, "--consent", "deny", "--gateway", "no-port-here"])

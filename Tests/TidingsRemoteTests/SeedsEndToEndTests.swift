@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import TidingsCore
 import TidingsTesting
+import TidingsTestSupport
 
 /// Issue 4's "Done when", across real processes and by the README's commands: a fresh
 /// `tidings serve`; the sample app installed from a manifest whose service extension
@@ -14,14 +15,14 @@ struct SeedsEndToEndTests {
     /// Served by the test as the seeds' `background-cover.jpg` (JPEG magic, then bytes).
     static let jpeg: [UInt8] = [0xFF, 0xD8, 0xFF, 0xE0] + Array("an image served on loopback for the seeds".utf8)
 
-    static var repository: URL { RemoteBuilt.scripts.deletingLastPathComponent().deletingLastPathComponent() }
-    static var sampleService: String { RemoteBuilt.directory.appendingPathComponent("SampleServiceExtension").path }
+    static var repository: URL { BuiltProducts.packageRoot }
+    static var sampleService: String { BuiltProducts.path("SampleServiceExtension") }
 
     @Test func seedsPayloadsFromAP8KeyReachTheSampleAppAndShowInStatus() async throws {
-        guard requireRemoteTool(FileManager.default.isExecutableFile(atPath: RemoteBuilt.sampleApp), "the SampleApp executable"),
-              requireRemoteTool(FileManager.default.isExecutableFile(atPath: Self.sampleService), "the SampleServiceExtension executable") else { return }
-        guard let python = RemoteBuilt.python,
-              requireRemoteTool((try? await RemoteProcessTests.run(python, ["-c", "import aioapns, cryptography"]).status) == 0,
+        guard requireTool(FileManager.default.isExecutableFile(atPath: BuiltProducts.sampleApp), "the SampleApp executable"),
+              requireTool(FileManager.default.isExecutableFile(atPath: Self.sampleService), "the SampleServiceExtension executable") else { return }
+        guard let python = BuiltProducts.python,
+              requireTool((try? await RemoteProcessTests.run(python, ["-c", "import aioapns, cryptography"]).status) == 0,
                                 "python aioapns and cryptography") else { return }
         let dir = URL(fileURLWithPath: "/tmp/tre-\(UUID().uuidString.prefix(8))")
         let data = dir.appendingPathComponent("data"), appDir = dir.appendingPathComponent("app"), www = dir.appendingPathComponent("www")
@@ -32,13 +33,13 @@ struct SeedsEndToEndTests {
 
         // The image, on a local HTTP server (127.0.0.1, port 0), stopped by the test.
         try Data(Self.jpeg).write(to: www.appendingPathComponent("assets/images/background-cover.jpg"))
-        let http = try RemoteChild(python, ["-u", "-m", "http.server", "0", "--bind", "127.0.0.1", "--directory", www.path], directory: dir, name: "http")
+        let http = try ChildProcess(python, ["-u", "-m", "http.server", "0", "--bind", "127.0.0.1", "--directory", www.path], directory: dir, name: "http")
         defer { http.stop(signal: SIGKILL) }  // python inherits the test bundle's blocked SIGTERM
         #expect(await eventually { http.value(after: "Serving HTTP on 127.0.0.1 port ") != nil }, "\(http.output)")
         let httpPort = try #require(http.value(after: "Serving HTTP on 127.0.0.1 port ")?.split(separator: " ").first.flatMap { Int($0) })
 
         // README: tidings serve, then keys create and apps register (the .p8 is all the provider has).
-        let serve = try RemoteChild(RemoteBuilt.tidings, ["serve", "--data-dir", data.path, "--consent", "grant", "--listen", "127.0.0.1:0",
+        let serve = try ChildProcess(BuiltProducts.tidings, ["serve", "--data-dir", data.path, "--consent", "grant", "--listen", "127.0.0.1:0",
                                                          "--device-listen", "127.0.0.1:0", "--admin-listen", "off"], directory: dir, name: "serve")
         defer { serve.stop() }
         #expect(await eventually { serve.port(after: "provider API on ") != nil }, "\(serve.output)")
@@ -56,13 +57,13 @@ struct SeedsEndToEndTests {
         try key.write(toFile: appDir.appendingPathComponent("e2e.key").path, atomically: true, encoding: .utf8)
         let manifest = appDir.appendingPathComponent("manifest.json").path
         try """
-            {"bundleIdentifier": "\(Self.bundle)", "displayName": "Tidings Sample", "executable": "\(RemoteBuilt.sampleApp)", "arguments": ["--listen"],
+            {"bundleIdentifier": "\(Self.bundle)", "displayName": "Tidings Sample", "executable": "\(BuiltProducts.sampleApp)", "arguments": ["--listen"],
              "extensions": [{"bundleIdentifier": "\(Self.bundle).service", "point": "service", "executable": "\(Self.sampleService)"}]}
             """.write(toFile: manifest, atomically: true, encoding: .utf8)
         let install = try runTidings(["apps", "install", manifest, "--data-dir", data.path])
         #expect(install.status == 0, "\(install.output)")
 
-        let app = try RemoteChild(RemoteBuilt.sampleApp, ["--remote"], environment: ["TIDINGS_SOCKET": data.appendingPathComponent("daemon.sock").path],
+        let app = try ChildProcess(BuiltProducts.sampleApp, ["--remote"], environment: ["TIDINGS_SOCKET": data.appendingPathComponent("daemon.sock").path],
                                   directory: dir, name: "app")
         defer { app.stop() }
         #expect(await eventually { app.value(after: "SampleApp: token ") != nil }, "\(app.output)")
@@ -71,7 +72,7 @@ struct SeedsEndToEndTests {
 
         /// aioapns pushes `payload` (a JSON file); returns the apns-id once the daemon shows it.
         func push(_ payloadFile: String) async throws -> String {
-            let sent = try await RemoteProcessTests.run(python, [RemoteBuilt.scripts.appendingPathComponent("remote_push.py").path, "127.0.0.1",
+            let sent = try await RemoteProcessTests.run(python, [BuiltProducts.gatewayClients.appendingPathComponent("remote_push.py").path, "127.0.0.1",
                                                                  String(providerPort), cert, p8, keyID, Self.team, Self.bundle, token, payloadFile])
             #expect(sent.status == 0, "\(sent.output)")
             let result = try JSONValue(parsing: Array(sent.output.split(separator: "\n").last.map(String.init)?.utf8 ?? "".utf8))

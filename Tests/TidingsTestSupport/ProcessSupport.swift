@@ -1,0 +1,103 @@
+import Foundation
+import Testing
+import TidingsTesting
+
+/// The package's built products and checked-in files, for tests that run them as processes:
+/// `swift build --build-tests` puts the executables next to the test bundle.
+public enum BuiltProducts {
+    public static var directory: URL {
+        URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
+    }
+    public static func path(_ name: String) -> String { directory.appendingPathComponent(name).path }
+    public static var tidings: String { path("tidings") }
+    public static var sampleApp: String { path("SampleApp") }
+
+    /// The package's root folder.
+    public static var packageRoot: URL {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    }
+    /// The Python scripts that drive third-party APNs clients.
+    public static var gatewayClients: URL { packageRoot.appendingPathComponent("Tests/GatewayClients") }
+
+    /// A Python with the clients `.ci/run` installs: `TIDINGS_TEST_PYTHON`, else the CI venvs.
+    public static var python: String? {
+        var candidates: [String] = []
+        if let p = ProcessInfo.processInfo.environment["TIDINGS_TEST_PYTHON"] { candidates.append(p) }
+        candidates += [".ci-work/venv/bin/python", ".ci-work/venv-gw/bin/python"].map { packageRoot.appendingPathComponent($0).path }
+        return candidates.first { FileManager.default.isExecutableFile(atPath: $0) }
+    }
+}
+
+/// A child process whose output goes to a file the test reads; stopped by the test, by PID.
+public final class ChildProcess: Sendable {
+    public let process: Process
+    public let outputPath: String
+
+    public init(_ executable: String, _ arguments: [String], environment: [String: String] = [:], directory: URL, name: String? = nil) throws {
+        let name = name ?? (executable as NSString).lastPathComponent
+        outputPath = directory.appendingPathComponent("\(name)-\(UUID().uuidString.prefix(8)).log").path
+        _ = FileManager.default.createFile(atPath: outputPath, contents: nil)
+        let output = try FileHandle(forWritingTo: URL(fileURLWithPath: outputPath))
+        process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        var env = ProcessInfo.processInfo.environment
+        for (key, value) in environment { env[key] = value }
+        process.environment = env
+        process.standardOutput = output
+        process.standardError = output
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+    }
+
+    public var output: String { (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? "" }
+
+    public func waitForOutput(_ text: String) async -> Bool {
+        await eventually { self.output.contains(text) }
+    }
+
+    /// What follows the first `prefix` on its line, trimmed.
+    public func value(after prefix: String) -> String? {
+        for line in output.split(separator: "\n") {
+            if let r = line.range(of: prefix) { return String(line[r.upperBound...]).trimmingCharacters(in: .whitespaces) }
+        }
+        return nil
+    }
+
+    /// The port of the `host:port` that follows `marker` on a line.
+    public func port(after marker: String) -> Int? {
+        guard let rest = value(after: marker) else { return nil }
+        return (rest.split(separator: " ").first ?? "").split(separator: ":").last.flatMap { Int($0) }
+    }
+
+    public func stop(signal: Int32 = SIGTERM) {
+        if process.isRunning { kill(process.processIdentifier, signal) }
+        process.waitUntilExit()
+    }
+}
+
+/// Runs the `tidings` CLI to completion; standard output and error together.
+public func runTidings(_ arguments: [String]) throws -> (status: Int32, output: String) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: BuiltProducts.tidings)
+    process.arguments = arguments
+    let pipe = Pipe()
+    process.standardOutput = pipe
+    process.standardError = pipe
+    try process.run()
+    let data = pipe.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+}
+
+/// Whether a test that needs an external tool may go on: a missing tool skips with a
+/// message, but under CI (env `CI`) it is a failure — CI must install it (.ci/run).
+public func requireTool(_ available: Bool, _ name: String) -> Bool {
+    if available { return true }
+    if ProcessInfo.processInfo.environment["CI"] != nil {
+        Issue.record("\(name) is not available, and CI is set")
+    } else {
+        print("SKIPPED: \(name) is not available; set it up as .ci/run does")
+    }
+    return false
+}
