@@ -58,7 +58,7 @@ public final class UIApplication {
     private weak var storedDelegate: (any UIApplicationDelegate)?
 
     /// The process's application object.
-    public static let shared = UIApplication(transport: ApplicationSocketTransport.makeDefault())
+    public static let shared = UIApplication(transport: makeDefaultTransport())
 
     /// An application object on another transport (tests: an in-process engine).
     @_spi(Tidings) public init(transport: any NotificationServiceTransport) {
@@ -145,25 +145,6 @@ public final class UIApplication {
             done(.noData)
             return
         }
-        delegate.application(self, didReceiveRemoteNotification: Self.anyDictionary(userInfo), fetchCompletionHandler: done)
-    }
-
-    static func anyDictionary(_ info: [String: PropertyListValue]) -> [AnyHashable: Any] {
-        var out: [AnyHashable: Any] = [:]
-        for (key, value) in info { out[key] = anyValue(value) }
-        return out
-    }
-
-    static func anyValue(_ value: PropertyListValue) -> Any {
-        switch value {
-        case .string(let s): s
-        case .integer(let i): Int(i)
-        case .double(let d): d
-        case .bool(let b): b
-        case .date(let d): d
-        case .data(let d): d
-        case .array(let a): a.map(anyValue)
-        case .dictionary(let d): anyDictionary(d)
-        }
+        delegate.application(self, didReceiveRemoteNotification: userInfo.reduce(into: [AnyHashable: Any]()) { $0[$1.key] = $1.value.anyValue }, fetchCompletionHandler: done)
     }
 }

@@ -126,15 +126,11 @@ public func buildDaemon(_ configuration: DaemonConfiguration) async throws -> No
         pendingLimit: configuration.iOSPendingLimit ? EngineConfiguration.iOSPendingLimit : nil,
         serviceExtensions: serviceExtensionRunner,
         logger: configuration.logger))
-    var gatewayLink: GatewayLink?
-    if let gateway = configuration.gateway {
-        let link = try GatewayLink(configuration: gateway, dataDirectory: configuration.dataDirectory, engine: engine,
-                                   clock: configuration.clock, logger: configuration.logger)
-        await engine.setRemote(link: link, configuration: configuration.remote)
-        gatewayLink = link
-    } else {
-        await engine.setRemote(link: nil, configuration: configuration.remote)
+    let gatewayLink = try configuration.gateway.map {
+        try GatewayLink(configuration: $0, dataDirectory: configuration.dataDirectory, engine: engine,
+                        clock: configuration.clock, logger: configuration.logger)
     }
+    await engine.setRemote(link: gatewayLink, configuration: configuration.remote)
     let server = try await AppSocketServer.bind(path: socketPath)
     configuration.logger.info("notification daemon listening", metadata: ["socket": "\(socketPath)", "data": "\(configuration.dataDirectory)"])
     return NotificationDaemon(engine: engine, server: server, configuration: configuration, gatewayLink: gatewayLink, serviceExtensionRunner: serviceExtensionRunner)

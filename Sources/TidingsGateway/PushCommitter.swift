@@ -122,12 +122,13 @@ final class PushCommitter: Sendable {
             logger.error("commit failed", metadata: ["error": "\(error)", "batch": "\(requests.count)"])
             result = .failure(error)
         }
+        let stored = try? result.get()
         metrics.recordCommit(pushes: requests.count, acks: acks.count, duration: ContinuousClock.now - started,
-                             accepted: (try? result.get())?.count ?? 0)
-        // One task per connection, in request order; requests of one connection usually
-        // arrive together, so grouping looks back at the last few groups only.
+                             accepted: stored?.count ?? 0)
+        // One task per connection, with its outcomes in request order (a batch holds a few
+        // connections, so a linear search over the groups is enough).
         var groups: [(sink: any PushCommitSink, outcomes: [PushCommitOutcome])] = []
-        let ok = (try? result.get()) != nil
+        let ok = stored != nil
         for request in requests {
             let outcome = PushCommitOutcome(streamID: request.streamID, apnsID: request.push.apnsID, committed: ok)
             if let i = groups.lastIndex(where: { $0.sink === request.sink }) {
@@ -140,7 +141,7 @@ final class PushCommitter: Sendable {
             let sink = group.sink, outcomes = group.outcomes
             sink.eventLoop.execute { sink.committed(outcomes) }
         }
-        if case .success(let stored) = result, !stored.isEmpty { onCommitted(stored) }
+        if let stored, !stored.isEmpty { onCommitted(stored) }
     }
 }
 

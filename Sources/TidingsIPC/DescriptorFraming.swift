@@ -46,8 +46,7 @@ public enum DescriptorFraming {
         try writeAll(frame, to: descriptor)
     }
 
-    /// Writes bytes as they are (no frame): for tests that send garbage.
-    public static func writeAll(_ bytes: [UInt8], to descriptor: Int32) throws(Error) {
+    private static func writeAll(_ bytes: [UInt8], to descriptor: Int32) throws(Error) {
         var offset = 0
         var useSend = true
         while offset < bytes.count {

@@ -81,7 +81,7 @@ public enum IPCCodec {
         var buffer = buffer
         guard buffer.readableBytes == 9, buffer.readInteger(as: UInt8.self) != nil,
               let id = buffer.readInteger(endianness: .little, as: UInt64.self) else {
-            throw BinaryRequestCodec.DecodingError(reason: "malformed reply frame")
+            throw IPCError.malformedFrame
         }
         return .reply(id: id, .ok)
     }

@@ -43,10 +43,12 @@ struct KernelPeerCredentials: Sendable {
 
 public enum IPCError: Error, Sendable, Hashable, CustomStringConvertible {
     case connectionClosed
+    case malformedFrame
 
     public var description: String {
         switch self {
         case .connectionClosed: "the connection to the notification daemon closed"
+        case .malformedFrame: "the notification daemon sent a frame that is no reply"
         }
     }
 }

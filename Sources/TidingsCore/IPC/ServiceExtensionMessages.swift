@@ -22,12 +22,6 @@ public enum ServiceExtensionReply: Sendable, Hashable, Codable {
     /// The content handler of request `id` was called with content that cannot be
     /// delivered (a `userInfo` that is no property list, a negative badge).
     case invalidContent(id: UInt64, reason: String)
-
-    public var requestID: UInt64 {
-        switch self {
-        case .content(let id, _), .invalidContent(let id, _): id
-        }
-    }
 }
 
 /// The environment a service extension process starts with.

@@ -69,7 +69,6 @@ public actor ServiceExtensionRunner: ServiceExtensionRunning {
         defer { try? FileManager.default.removeItem(atPath: staging) }
         do {
             try FileManager.default.createDirectory(atPath: staging, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-            try FileManager.default.createDirectory(atPath: container + "/Caches", withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         } catch {
             return failed(request, "cannot create the extension's container \(container): \(error.localizedDescription)", metadata)
         }
@@ -159,6 +158,11 @@ public actor ServiceExtensionRunner: ServiceExtensionRunning {
         environment[ServiceExtensionEnvironment.container] = container
         environment["TMPDIR"] = container + "/tmp"
         environment["XDG_CACHE_HOME"] = container + "/Caches"
+        do {
+            try FileManager.default.createDirectory(atPath: container + "/Caches", withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        } catch {
+            throw ServiceExtensionRunnerError("cannot create the extension's container \(container): \(error.localizedDescription)")
+        }
         let process = try ExtensionProcess.spawn(executable: record.executable, extensionIdentifier: record.bundleIdentifier, environment: environment,
                                                  directory: app.directory, memoryLimit: configuration.memoryLimit)
         logger.info("started service extension", metadata: ["extension": "\(record.bundleIdentifier)", "pid": "\(process.pid)"])

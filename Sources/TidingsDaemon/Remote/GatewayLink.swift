@@ -57,8 +57,6 @@ public actor GatewayLink: RemoteNotificationLink {
     private var pendingEvents: [(DeviceDeliveryEvent, String)] = []
     private let work: AsyncStream<Void>.Continuation
     private let workStream: AsyncStream<Void>
-    /// Pushes handed to the engine (for tests and logs).
-    public private(set) var processedCount = 0
 
     /// Opens (creating) the inbox `remote.sqlite` and the device key `device-key.pem` in
     /// `dataDirectory`.
@@ -210,7 +208,6 @@ public actor GatewayLink: RemoteNotificationLink {
             do { try inbox.markProcessed(push) } catch {
                 logger.error("could not mark a push processed", metadata: ["error": "\(error)"])
             }
-            processedCount += 1
         }
     }
 

@@ -23,16 +23,6 @@ public struct Deferred<Value: Sendable>: Sendable {
         self.run = { await withCheckedContinuation { continuation in subscribe { continuation.resume(returning: $0) } } }
     }
 
-    /// Calls `body` with the value: through `subscribe` when there is one, else from a task.
-    public func whenDone(_ body: @escaping @Sendable (Value) -> Void) {
-        if let subscribe {
-            subscribe(body)
-        } else {
-            let run = self.run
-            Task { body(await run()) }
-        }
-    }
-
     public static func now(_ value: Value) -> Deferred {
         Deferred { value }
     }

@@ -109,15 +109,9 @@ extension NotificationEngine {
             inFlight += 1
             if plan.wantsServiceExtension, let runner = configuration.serviceExtensions,
                let service = app.extensions.first(where: { $0.point == .service }) {
-                let outcome = await runner.modify(request, app: app, extension: service)
-                if let failure = outcome.failure {
-                    logger.warning("service extension failed; delivering its best attempt or the original", metadata: [
-                        "app": "\(bundle)", "apns-id": "\(push.apnsID)", "failure": "\(failure)"])
-                }
-                request.content = outcome.content
-                request.identifier = push.requestIdentifier
-                request.trigger = .push
-                // The runner has already moved the extension's attachments into the app's
+                request.content = await runner.modify(request, app: app, extension: service).content
+                // The runner logs a failure and hands back the best attempt or the original;
+                // it has already moved the extension's attachments into the app's
                 // store through the same validation as `add` (docs/service-extensions.md).
             }
             let presentation = await deliver(request, bundle: bundle, date: clock.now, pendingKey: nil, nextFire: nil)

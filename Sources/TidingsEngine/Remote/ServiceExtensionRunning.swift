@@ -6,7 +6,8 @@ import TidingsCore
 /// `mutable-content` 1 and an alert when the app declares a `service` extension.
 ///
 /// It never fails: on a crash, a hang past the deadline and grace, garbage output or
-/// memory over the limit, the outcome carries the original content and the failure.
+/// memory over the limit, the outcome carries the original content and the failure, which
+/// the runner has already logged.
 public protocol ServiceExtensionRunning: Sendable {
     func modify(_ request: NotificationRequestValue, app: AppRecord, extension: AppExtensionRecord) async -> ServiceExtensionOutcome
 }
@@ -18,7 +19,7 @@ public struct ServiceExtensionOutcome: Sendable, Hashable {
     /// (`AttachmentStore.ingest`, the validation of `add`): deliver them as they are, do not
     /// ingest them again.
     public var content: NotificationContentValue
-    /// Why the original content was kept (or only a best attempt delivered), for the log; nil on success.
+    /// Why the original content was kept (or only a best attempt delivered); nil on success.
     public var failure: String?
     /// Attachments of the extension's content that failed validation or lay outside its
     /// container: left out of `content` (the rest is delivered), one reason each.

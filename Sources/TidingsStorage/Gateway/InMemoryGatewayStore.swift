@@ -188,8 +188,7 @@ public final class InMemoryGatewayStore: GatewayStore {
             for seq in s.pushes.keys.sorted() where count < limit {
                 let row = s.pushes[seq]!
                 guard let finished = row.deliveredAt ?? row.discardedAt, finished < cutoff else { continue }
-                s.pushes[seq] = nil
-                s.openByDevice[row.stored.push.deviceID]?.remove(seq)
+                s.pushes[seq] = nil  // finished pushes have already left openByDevice
                 count += 1
             }
             return count

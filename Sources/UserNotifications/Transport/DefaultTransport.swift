@@ -7,8 +7,9 @@ import TidingsCore
 /// The process identifies itself by its executable, which must be the one an installed
 /// app's manifest names; in the daemon's development mode, `TIDINGS_BUNDLE_ID` names the
 /// app instead. `TIDINGS_LAUNCH_STATE` (`active`, `background`) is set by the daemon when
-/// it launches the app for a response.
-func makeDefaultTransport() -> any NotificationServiceTransport {
+/// it launches the app for a response. `UIApplication` (TidingsApplication) opens its own
+/// connection with it: one transport's events have one reader.
+@_spi(Tidings) public func makeDefaultTransport() -> any NotificationServiceTransport {
     let environment = ProcessInfo.processInfo.environment
     let state = environment["TIDINGS_LAUNCH_STATE"].flatMap(AppState.init(rawValue:)) ?? .active
     let hello = AppHello(

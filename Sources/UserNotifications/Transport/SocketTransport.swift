@@ -27,6 +27,8 @@ final class SocketTransport: NotificationServiceTransport {
         /// Requests that describe the process's state, replayed after a reconnect.
         var delegate: AppRequest?
         var appState: AppRequest?
+        /// `UIApplication`'s delegate (TidingsApplication), for silent pushes.
+        var remoteDelegate: AppRequest?
     }
 
     let path: String
@@ -104,6 +106,7 @@ final class SocketTransport: NotificationServiceTransport {
         switch request {
         case .setDelegate: state.delegate = request
         case .setState: state.appState = request
+        case .setRemoteNotificationDelegate: state.remoteDelegate = request
         default: break
         }
     }
@@ -136,7 +139,7 @@ final class SocketTransport: NotificationServiceTransport {
             state.withLock { state in
                 guard case .connecting(let jobs) = state.phase else { return }
                 // Replay what the process said about itself before the queued jobs (which may repeat it).
-                for request in [state.delegate, state.appState].compactMap({ $0 }) { client.send(request) }
+                for request in [state.delegate, state.appState, state.remoteDelegate].compactMap({ $0 }) { client.send(request) }
                 for job in jobs { Self.perform(job, on: client) }
                 state.phase = .connected(client)
             }
