@@ -76,7 +76,9 @@ public final class AppSocketClient: Sendable {
                 writer.write(buffer)
                 return nil
             } catch {
-                return error
+                // Nothing was sent: a value the wire cannot carry (a NaN, an infinity) is the
+                // app's bad input, not a lost daemon.
+                return NotificationError(.invalidRequest, "the request cannot be sent to the notification daemon: \(error)")
             }
         }
         if let failure { completion(.failure(failure)) }

@@ -40,6 +40,18 @@ struct BinaryAddTests {
         var missing = Self.content()
         missing.attachments = [AttachmentValue(identifier: "a", path: directory + "/nope.png", type: "public.png")]
         #expect(try await code(NotificationRequestValue(identifier: "missing", content: missing, trigger: nil)) == .attachmentInvalidURL)
+        // A value the wire cannot carry is the app's bad input (invalidRequest), not a lost
+        // daemon, and the connection goes on.
+        for bad in [Double.nan, .infinity] {
+            var unencodable = Self.content()
+            unencodable.relevanceScore = bad
+            do {
+                _ = try await client.call(.add(NotificationRequestValue(identifier: "nan", content: unencodable, trigger: nil)))
+                Issue.record("a relevance score of \(bad) was sent")
+            } catch let error as NotificationError {
+                #expect(error.code == .invalidRequest, "\(error)")
+            }
+        }
 
         // Good requests: `ok` (a binary frame), then listed exactly as sent, with their dates.
         let calendar = { var c = DateComponents(); c.hour = 8; return c }()
