@@ -342,13 +342,17 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     public func prunePushes(finishedBefore cutoff: EpochMilliseconds, limit: Int) throws(GatewayStoreError) -> Int {
         try write { db in
-            // Oldest first through the rowid: the push log is deleted from its start.
+            // Oldest first through the rowid: the push log is deleted from its start. A push
+            // finished before the cutoff was accepted before it, so the scan stops at the
+            // first push accepted since (a rowid walk over old rows only): the writer never
+            // reads the retained log, which is most of the table.
             try db.execute(sql: """
                 DELETE FROM gw_pushes WHERE seq IN (
                     SELECT seq FROM gw_pushes
-                    WHERE (delivered_at IS NOT NULL AND delivered_at < ?) OR (discarded_at IS NOT NULL AND discarded_at < ?)
+                    WHERE seq < COALESCE((SELECT seq FROM gw_pushes WHERE accepted_at >= ? ORDER BY seq LIMIT 1), 9223372036854775807)
+                      AND ((delivered_at IS NOT NULL AND delivered_at < ?) OR (discarded_at IS NOT NULL AND discarded_at < ?))
                     ORDER BY seq LIMIT ?)
-                """, arguments: [cutoff, cutoff, limit])
+                """, arguments: [cutoff, cutoff, cutoff, limit])
             return db.changesCount
         }
     }
