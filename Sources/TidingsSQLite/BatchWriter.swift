@@ -11,19 +11,17 @@ import TidingsStorage
 /// operations a second); when an operation throws, the whole transaction is rolled back and
 /// the batch runs again with that operation left out (failed with its first error) and a
 /// savepoint around each operation after it. Operations read and write only the database,
-/// so the ones before it produce the same results again; their `applied` tickets, already
-/// completed, are not completed twice.
+/// so the ones before it produce the same results again (their `applied` tickets are already
+/// complete, and a ticket completes once).
 ///
 /// Latency stays that of one commit while the writer is idle; under load, a batch grows to
 /// whatever arrived during the previous commit, so throughput is not one fsync per operation.
 public final class BatchWriter: Sendable {
     struct Operation: Sendable {
-        /// Runs inside the batch's transaction; `notify` says whether to complete the
-        /// `applied` ticket. Returns what completes the durable ticket after the commit.
-        let execute: @Sendable (Database, _ notify: Bool) throws -> @Sendable () -> Void
-        /// Completes the `applied` ticket with a failure (an operation that threw).
-        let failApplied: @Sendable (any Error) -> Void
-        /// Completes the durable ticket (and `applied`, if not yet) with a failure.
+        /// Runs inside the batch's transaction and completes the `applied` ticket; returns
+        /// what completes the durable ticket after the commit.
+        let execute: @Sendable (Database) throws -> @Sendable () -> Void
+        /// Completes both tickets with a failure (tickets ignore a second completion).
         let fail: @Sendable (any Error) -> Void
     }
 
@@ -77,12 +75,11 @@ public final class BatchWriter: Sendable {
                                       applied: (@Sendable (Result<T, any Error>) -> Void)?,
                                       durable complete: @escaping @Sendable (Result<T, any Error>) -> Void) {
         let operation = Operation(
-            execute: { db, notify in
+            execute: { db in
                 let value = try body(db)
-                if notify { applied?(.success(value)) }
+                applied?(.success(value))
                 return { complete(.success(value)) }
             },
-            failApplied: { error in applied?(.failure(error)) },
             fail: { error in
                 applied?(.failure(error))
                 complete(.failure(error))
@@ -115,8 +112,6 @@ public final class BatchWriter: Sendable {
     private func run(_ batch: [Operation]) {
         // Operations that threw, with their errors; left out of every later run.
         var failed: [Int: any Error] = [:]
-        // Operations before this index ran (and completed `applied`) in an earlier run.
-        var notified = 0
         // Operations from this index on run in savepoints.
         var isolateFrom = batch.count
         while true {
@@ -131,16 +126,15 @@ public final class BatchWriter: Sendable {
                                 finishers.append { operation.fail(error) }
                                 continue
                             }
-                            let notify = index >= notified
                             if index < isolateFrom {
                                 do {
-                                    finishers.append(try operation.execute(db, notify))
+                                    finishers.append(try operation.execute(db))
                                 } catch {
                                     threw = (index, error)
                                     return .rollback
                                 }
                             } else {
-                                finishers.append(try Self.isolated(operation, db, notify: notify))
+                                finishers.append(try Self.isolated(operation, db))
                             }
                         }
                         return .commit
@@ -152,8 +146,7 @@ public final class BatchWriter: Sendable {
             }
             if let threw {
                 failed[threw.index] = threw.error
-                batch[threw.index].failApplied(threw.error)
-                notified = max(notified, threw.index + 1)
+                batch[threw.index].fail(threw.error)  // it changed nothing: fail it now
                 isolateFrom = threw.index + 1
                 continue
             }
@@ -164,17 +157,17 @@ public final class BatchWriter: Sendable {
 
     /// Runs `operation` in a savepoint (cached statements: GRDB's `inSavepoint` prepares its
     /// SQL anew each time, which cost as much as the operation); a failure rolls back to it.
-    private static func isolated(_ operation: Operation, _ db: Database, notify: Bool) throws -> @Sendable () -> Void {
+    private static func isolated(_ operation: Operation, _ db: Database) throws -> @Sendable () -> Void {
         try db.cachedStatement(sql: "SAVEPOINT op").execute()
         do {
-            let finish = try operation.execute(db, notify)
+            let finish = try operation.execute(db)
             try db.cachedStatement(sql: "RELEASE SAVEPOINT op").execute()
             return finish
         } catch {
             try? db.cachedStatement(sql: "ROLLBACK TO SAVEPOINT op").execute()
             try? db.cachedStatement(sql: "RELEASE SAVEPOINT op").execute()
-            if notify { operation.failApplied(error) }
-            return { operation.fail(error) }
+            operation.fail(error)
+            return {}
         }
     }
 }

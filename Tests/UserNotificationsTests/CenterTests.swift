@@ -109,7 +109,8 @@ struct CenterTests {
         let transport = FakeTransport { (request: AppRequest) throws(NotificationError) -> AppReply in
             switch request {
             case .getCategories: .categories([category])
-            case .getPending, .getPendingScheduled: .requests([Fixtures.request("p1"), Fixtures.request("p2", trigger: .calendar(DateComponents(hour: 8), repeats: true))])
+            case .getPendingScheduled: .pendingRequests([Fixtures.request("p1"), Fixtures.request("p2", trigger: .calendar(DateComponents(hour: 8), repeats: true))]
+                .map { PendingRequestValue(request: $0, nextTriggerDate: nil) })
             case .getDelivered: .notifications([Fixtures.delivered("d1")])
             default: .ok
             }

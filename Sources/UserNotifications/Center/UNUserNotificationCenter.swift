@@ -304,7 +304,6 @@ public final class UNUserNotificationCenter: NSObject, Sendable {
         let reply = try await call(.getPendingScheduled)
         switch reply {
         case .pendingRequests(let values): return values
-        case .requests(let values): return values.map { PendingRequestValue(request: $0, nextTriggerDate: nil) }
         default: throw Self.unexpected(reply, to: "getPendingNotificationRequests")
         }
     }

@@ -119,7 +119,8 @@ final class RecordingDaemon: NotificationServiceTransport {
         case .getSettings: return .settings(settings)
         case .getCategories: return .categories([])
         case .add(let value): return .added(value)
-        case .getPending, .getPendingScheduled: return .requests([])
+        case .getPending: return .requests([])
+        case .getPendingScheduled: return .pendingRequests([])
         case .getDelivered: return .notifications([])
         default: return .ok
         }

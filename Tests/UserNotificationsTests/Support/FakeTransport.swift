@@ -31,7 +31,8 @@ final class FakeTransport: NotificationServiceTransport {
         case .getSettings: .settings(.granted([.alert, .sound, .badge], provisional: false))
         case .getCategories: .categories([])
         case .add(let value): .added(value)
-        case .getPending, .getPendingScheduled: .requests([])
+        case .getPending: .requests([])
+        case .getPendingScheduled: .pendingRequests([])
         case .getDelivered: .notifications([])
         default: .ok
         }
