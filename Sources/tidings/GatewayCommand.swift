@@ -23,12 +23,7 @@ struct GatewayCommand: AsyncParsableCommand {
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             tasks.addTask { try await group.run() }
             tasks.addTask {
-                let addresses = try await gateway.waitUntilReady()
-                print("tidings gateway: provider API on \(Self.describe(addresses.provider)) (\(configuration.providerTransport == .tls ? "HTTP/2 over TLS" : "HTTP/2 cleartext, prior knowledge")), environment \(configuration.environment)")
-                print("tidings gateway: device channel on \(Self.describe(addresses.device))")
-                if let admin = addresses.admin { print("tidings gateway: admin (metrics, status) on http://\(Self.describe(admin))") }
-                if let cert = addresses.certificatePath { print("tidings gateway: self-signed certificate: \(cert)") }
-                fflush(nil)  // a pipe (tests, supervisors) sees the addresses now
+                Self.announce(try await gateway.waitUntilReady(), configuration)
             }
             try await tasks.waitForAll()
         }
@@ -37,13 +32,18 @@ struct GatewayCommand: AsyncParsableCommand {
     static func describe(_ address: SocketAddress) -> String {
         "\(address.ipAddress ?? "?"):\(address.port ?? 0)"
     }
+
+    /// Prints where the gateway listens, flushed: tests and supervisors read the ports from it.
+    static func announce(_ addresses: GatewayAddresses, _ configuration: GatewayConfiguration) {
+        say("tidings gateway: provider API on \(describe(addresses.provider)) (\(configuration.providerTransport == .tls ? "HTTP/2 over TLS" : "HTTP/2 cleartext, prior knowledge")), environment \(configuration.environment)")
+        say("tidings gateway: device channel on \(describe(addresses.device))")
+        if let admin = addresses.admin { say("tidings gateway: admin (metrics, status) on http://\(describe(admin))") }
+        if let cert = addresses.certificatePath { say("tidings gateway: self-signed certificate: \(cert)") }
+    }
 }
 
-/// The gateway's options, shared with `tidings serve`.
-struct GatewayOptions: ParsableArguments {
-    @Option(name: .customLong("data-dir"), help: "The data directory (default: $TIDINGS_DATA_DIR, $XDG_DATA_HOME/tidings or ~/.local/share/tidings).")
-    var dataDirectory: String?
-
+/// Where the gateway listens: shared by `tidings gateway` and `tidings serve`.
+struct GatewayListenOptions: ParsableArguments {
     @Option(name: .customLong("listen"), help: "Provider API address.")
     var listen: String = "127.0.0.1:2197"
 
@@ -52,6 +52,20 @@ struct GatewayOptions: ParsableArguments {
 
     @Option(name: .customLong("admin-listen"), help: "Admin endpoint (/metrics, /status/<apns-id>) address, or 'off'.")
     var adminListen: String = "127.0.0.1:2198"
+
+    func apply(to c: inout GatewayConfiguration) throws {
+        (c.providerHost, c.providerPort) = try GatewayOptions.address(listen, "--listen")
+        (c.deviceHost, c.devicePort) = try GatewayOptions.address(deviceListen, "--device-listen")
+        if adminListen == "off" { c.adminHost = nil } else { (c.adminHost, c.adminPort) = try GatewayOptions.address(adminListen, "--admin-listen") }
+    }
+}
+
+/// The options of `tidings gateway`.
+struct GatewayOptions: ParsableArguments {
+    @Option(name: .customLong("data-dir"), help: "The data directory (default: $TIDINGS_DATA_DIR, $XDG_DATA_HOME/tidings or ~/.local/share/tidings).")
+    var dataDirectory: String?
+
+    @OptionGroup var addresses: GatewayListenOptions
 
     @Flag(help: "Serve the provider API as cleartext HTTP/2 with prior knowledge (h2c) instead of TLS.")
     var cleartext = false
@@ -83,9 +97,7 @@ struct GatewayOptions: ParsableArguments {
     func configuration(logger: Logger) throws -> GatewayConfiguration {
         let dir = dataDirectory.map { URL(fileURLWithPath: $0) } ?? GatewayConfiguration.defaultDataDirectory
         var c = GatewayConfiguration(dataDirectory: dir)
-        (c.providerHost, c.providerPort) = try Self.address(listen, "--listen")
-        (c.deviceHost, c.devicePort) = try Self.address(deviceListen, "--device-listen")
-        if adminListen == "off" { c.adminHost = nil } else { (c.adminHost, c.adminPort) = try Self.address(adminListen, "--admin-listen") }
+        try addresses.apply(to: &c)
         c.providerTransport = cleartext ? .cleartext : .tls
         switch (certificate, privateKey) {
         case (let cert?, let key?): c.tlsIdentity = .files(certificateChain: cert, privateKey: key)

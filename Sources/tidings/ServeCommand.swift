@@ -62,26 +62,13 @@ struct Serve: AsyncParsableCommand {
 
     @OptionGroup var options: DaemonOptions
 
-    @Option(name: .customLong("listen"), help: "The gateway's provider API address.")
-    var listen: String = "127.0.0.1:2197"
-
-    @Option(name: .customLong("device-listen"), help: "The gateway's device channel address.")
-    var deviceListen: String = "127.0.0.1:2196"
-
-    @Option(name: .customLong("admin-listen"), help: "The gateway's admin endpoint (/metrics, /status/<apns-id>), or 'off'.")
-    var adminListen: String = "127.0.0.1:2198"
+    @OptionGroup var gatewayAddresses: GatewayListenOptions
 
     func run() async throws {
         let logger = options.makeLogger("tidings")
         var daemonConfiguration = options.configuration(logger: logger)
         var gatewayConfiguration = GatewayConfiguration(dataDirectory: URL(fileURLWithPath: daemonConfiguration.dataDirectory))
-        (gatewayConfiguration.providerHost, gatewayConfiguration.providerPort) = try GatewayOptions.address(listen, "--listen")
-        (gatewayConfiguration.deviceHost, gatewayConfiguration.devicePort) = try GatewayOptions.address(deviceListen, "--device-listen")
-        if adminListen == "off" {
-            gatewayConfiguration.adminHost = nil
-        } else {
-            (gatewayConfiguration.adminHost, gatewayConfiguration.adminPort) = try GatewayOptions.address(adminListen, "--admin-listen")
-        }
+        try gatewayAddresses.apply(to: &gatewayConfiguration)
         gatewayConfiguration.logger = logger
         let gateway = try buildGateway(gatewayConfiguration)
         let gatewayGroup = ServiceGroup(services: [gateway], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
@@ -99,11 +86,8 @@ struct Serve: AsyncParsableCommand {
             let daemon = try await buildDaemon(daemonConfiguration)
             let daemonGroup = ServiceGroup(services: [daemon], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
             tasks.addTask { try await daemonGroup.run() }
-            say("tidings: daemon socket \(daemon.socketPath) (consent: \(daemonConfiguration.consent.rawValue)); gateway on \(gatewayConfiguration.providerHost):\(gatewayConfiguration.providerPort)")
-            say("tidings gateway: provider API on \(GatewayCommand.describe(addresses.provider)) (HTTP/2 over TLS), environment \(gatewayConfiguration.environment)")
-            say("tidings gateway: device channel on \(GatewayCommand.describe(addresses.device))")
-            if let admin = addresses.admin { say("tidings gateway: admin (metrics, status) on http://\(GatewayCommand.describe(admin))") }
-            if let cert = addresses.certificatePath { say("tidings gateway: self-signed certificate: \(cert)") }
+            say("tidings: daemon socket \(daemon.socketPath) (consent: \(daemonConfiguration.consent.rawValue))")
+            GatewayCommand.announce(addresses, gatewayConfiguration)
             try await tasks.waitForAll()
         }
     }
