@@ -86,6 +86,7 @@ let package = Package(
                 "TidingsCore", "TidingsStorage",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "HeapModule", package: "swift-collections"),
+                .product(name: "DequeModule", package: "swift-collections"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -64,6 +64,32 @@ struct DelegateTests {
         await system.shutdown()
     }
 
+    @Test("one app's notifications arrive in the order they fired; its slow delegate holds up no other app")
+    func perAppOrder() async throws {
+        let system = try await NotificationTestSystem.start()
+        let slowTransport = try await system.connect("com.example.ordered")
+        let slow = ScriptedApp(slowTransport, presentationOptions: nil)
+        _ = await slowTransport.request(.requestAuthorization([.alert]))
+        _ = await slowTransport.request(.setDelegate(true))
+        let other = try await system.connect("com.example.other", state: .background)
+        _ = await other.request(.requestAuthorization([.alert]))
+        for id in ["s1", "s2", "s3"] { _ = await slowTransport.add(id, trigger: .timeInterval(seconds: 10, repeats: false)) }
+        _ = await other.add("o1", trigger: .timeInterval(seconds: 10, repeats: false))
+        system.clock.advance(by: 10)
+        // s1 waits for its delegate; the other app is not held up, and s2 waits behind s1.
+        #expect(await eventually { system.presenter.presentedIdentifiers == ["o1"] && slow.willPresentCount == 1 })
+        for expected in ["s1", "s2", "s3"] {
+            #expect(await eventually { slow.asked.last?.notification.request.identifier == expected })
+            #expect(slow.willPresentCount == ["s1", "s2", "s3"].firstIndex(of: expected)! + 1)
+            slowTransport.send(.presentationDecision(eventID: slow.asked.last!.eventID, options: [.banner, .list]))
+            #expect(await eventually { system.presenter.presentedIdentifiers.last == expected })
+        }
+        await system.settle()
+        #expect(system.presenter.presentedIdentifiers == ["o1", "s1", "s2", "s3"])
+        #expect(await slowTransport.deliveredIdentifiers() == ["s1", "s2", "s3"])
+        await system.shutdown()
+    }
+
     @Test("background or delegate-less apps get no willPresent; settings decide")
     func backgroundUsesSettings() async throws {
         let system = try await NotificationTestSystem.start()

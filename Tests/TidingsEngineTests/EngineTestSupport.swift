@@ -69,6 +69,10 @@ final class ScriptedApp: Sendable {
         received.items.compactMap { if case .didReceive(_, let response) = $0 { response } else { nil } }
     }
 
+    var asked: [(eventID: UInt64, notification: DeliveredNotificationValue)] {
+        received.items.compactMap { if case .willPresent(let id, let notification) = $0 { (id, notification) } else { nil } }
+    }
+
     var willPresentCount: Int {
         received.items.filter { if case .willPresent = $0 { true } else { false } }.count
     }

@@ -96,6 +96,13 @@ public struct EngineConfiguration: Sendable {
 }
 
 /// One entry of the fire queue: the earliest date first, then the oldest key.
+/// A queue entry taken off when due, with the store's record as it was then (nil if gone).
+struct FiredEntry: Sendable {
+    let item: FireItem
+    let now: Date
+    let record: PendingRecord?
+}
+
 struct FireItem: Comparable, Sendable {
     var date: Date
     var key: Int64

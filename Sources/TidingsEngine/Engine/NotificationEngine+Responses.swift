@@ -66,18 +66,31 @@ extension NotificationEngine {
         // A running process without a delegate gets its responses when it sets one.
     }
 
-    /// Sends the app's unhandled responses to a process with a delegate.
+    /// Sends the app's unhandled responses to a process with a delegate. Runs once per app at
+    /// a time; a call made meanwhile makes the running one list again.
     func dispatchHeldResponses(_ bundle: String) async {
-        guard let held = try? await store.heldResponses(bundle).value, !held.isEmpty else { return }
-        let candidates = sessions.filter { $0.value.bundleIdentifier == bundle && $0.value.hasDelegate }
-        guard let target = candidates.first(where: { $0.value.state == .active }) ?? candidates.first else { return }
-        for item in held where !dispatchedResponses.contains(item.id) {
-            let eventID = nextEventID
-            nextEventID += 1
-            dispatchedResponses.insert(item.id)
-            responseEvents[eventID] = (target.key, item.id)
-            target.value.link.send(.didReceive(eventID: eventID, response: item.response))
+        guard dispatchingResponses.insert(bundle).inserted else {
+            redispatchResponses.insert(bundle)
+            return
         }
+        defer { dispatchingResponses.remove(bundle) }
+        repeat {
+            redispatchResponses.remove(bundle)
+            guard let held = try? await store.heldResponses(bundle).value else { return }
+            // A handled response missing from a listing is released for good.
+            let listed = Set(held.map(\.id))
+            let handled = handledResponses[bundle, default: []].intersection(listed)
+            handledResponses[bundle] = handled.isEmpty ? nil : handled
+            let candidates = sessions.filter { $0.value.bundleIdentifier == bundle && $0.value.hasDelegate }
+            guard let target = candidates.first(where: { $0.value.state == .active }) ?? candidates.first else { return }
+            for item in held where !dispatchedResponses.contains(item.id) && !handled.contains(item.id) {
+                let eventID = nextEventID
+                nextEventID += 1
+                dispatchedResponses.insert(item.id)
+                responseEvents[eventID] = (target.key, item.id)
+                target.value.link.send(.didReceive(eventID: eventID, response: item.response))
+            }
+        } while redispatchResponses.contains(bundle)
     }
 
     func launch(_ bundle: String, state: AppState) async {

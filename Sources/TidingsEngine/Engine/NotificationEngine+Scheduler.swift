@@ -1,4 +1,5 @@
 import Foundation
+import DequeModule
 import HeapModule
 import TidingsCore
 import TidingsStorage
@@ -47,7 +48,7 @@ extension NotificationEngine {
     func loop() async {
         while !Task.isCancelled {
             poked = false
-            await fireDue()
+            fireDue()
             if poked { continue }
             let deadline = heap.min?.date
             await withTaskGroup(of: Void.self) { group in
@@ -95,18 +96,53 @@ extension NotificationEngine {
         if earliest == nil || item.date < earliest! { poke() }
     }
 
-    func fireDue() async {
+    /// Takes what is due off the queue and asks the store whether each entry still stands.
+    /// The reads run on the store's writer in the order submitted, so their answers reach
+    /// `firedInbox` in firing order.
+    func fireDue() {
         let now = clock.now
         while let top = heap.min, top.date <= now {
             heap.removeMin()
             inFlight += 1
-            enqueueDelivery { [self] in
-                await self.fire(top, now: now)
-                await self.finishedDelivery()
+            store.pendingRecord(key: top.key).whenComplete { [self] result in
+                let entry = FiredEntry(item: top, now: now, record: (try? result.get()) ?? nil)
+                if firedInbox.append(entry) { Task { await self.drainFiredInbox() } }
             }
         }
         processedThrough = max(processedThrough, now)
         resumeSettled()
+    }
+
+    /// Queues each fired entry that still stands behind its app's earlier ones: the request
+    /// may have been removed or replaced (a new key) since it was queued.
+    func drainFiredInbox() {
+        for entry in firedInbox.take() {
+            guard let record = entry.record, record.nextFire == entry.item.date else {
+                finishedDelivery()
+                continue
+            }
+            let bundle = record.bundleIdentifier
+            if appDeliveries[bundle] != nil {
+                appDeliveries[bundle]!.append(entry)
+            } else {
+                appDeliveries[bundle] = [entry]
+                enqueueDelivery { [self] in await self.deliverFired(for: bundle) }
+            }
+        }
+    }
+
+    /// Delivers an app's fired requests one after another until none is waiting.
+    func deliverFired(for bundle: String) async {
+        while let entry = appDeliveries[bundle]?.popFirst() {
+            if let record = entry.record {
+                let trigger = record.request.trigger
+                let next = trigger.flatMap { TriggerSchedule.nextFire($0, fired: entry.item.date, now: entry.now, timeZone: configuration.timeZone) }
+                await deliver(record.request, bundle: bundle, date: entry.now, pendingKey: record.key, nextFire: next)
+                if let next { schedule(FireItem(date: next, key: record.key)) }
+            }
+            finishedDelivery()
+        }
+        appDeliveries[bundle] = nil
     }
 
     func enqueueDelivery(_ work: @escaping @Sendable () async -> Void) {
@@ -123,8 +159,15 @@ extension NotificationEngine {
         resumeSettled()
     }
 
+    /// Adds whose commit has not yet put them in the heap are done.
+    func addsFinished(_ count: Int) {
+        guard count > 0 else { return }
+        addsInFlight -= count
+        resumeSettled()
+    }
+
     func resumeSettled() {
-        guard inFlight == 0 else { return }
+        guard inFlight == 0, addsInFlight == 0 else { return }
         let nextDate = heap.min?.date ?? .distantFuture
         var waiting: [(Date, CheckedContinuation<Void, Never>)] = []
         for (date, continuation) in settleWaiters {
@@ -140,21 +183,11 @@ extension NotificationEngine {
     /// Returns once everything due at or before `date` on the engine's clock has been fired
     /// and delivered: for tests that advance a test clock.
     public func settled(through date: Date) async {
-        if inFlight == 0, processedThrough >= date, (heap.min?.date ?? .distantFuture) > date { return }
+        if inFlight == 0, addsInFlight == 0, processedThrough >= date, (heap.min?.date ?? .distantFuture) > date { return }
         await withCheckedContinuation { continuation in
             settleWaiters.append((date, continuation))
             poke()
         }
-    }
-
-    /// Fires one queue entry if it still stands: the request may have been removed or
-    /// replaced (a new key) since it was queued.
-    func fire(_ item: FireItem, now: Date) async {
-        guard let record = try? await store.pendingRecord(key: item.key).value, record.nextFire == item.date else { return }
-        let trigger = record.request.trigger
-        let next = trigger.flatMap { TriggerSchedule.nextFire($0, fired: item.date, now: now, timeZone: configuration.timeZone) }
-        await deliver(record.request, bundle: record.bundleIdentifier, date: now, pendingKey: record.key, nextFire: next)
-        if let next { schedule(FireItem(date: next, key: record.key)) }
     }
 
     // MARK: Location

@@ -1,4 +1,5 @@
 import Foundation
+import DequeModule
 import HeapModule
 import Logging
 import Synchronization
@@ -32,7 +33,12 @@ public actor NotificationEngine {
 
     var heap = Heap<FireItem>()
     /// Added requests whose commit completed, waiting to enter the heap (see `add`).
-    nonisolated let addedInbox = AddedInbox()
+    nonisolated let addedInbox = HandOff<AddedEntry>()
+    /// Fired queue entries whose record has been read, in the order they fired.
+    nonisolated let firedInbox = HandOff<FiredEntry>()
+    /// Per app, fired requests waiting to be delivered, in the order they fired: one app's
+    /// notifications arrive in order, and a slow delegate holds up only its own app.
+    var appDeliveries: [String: Deque<FiredEntry>] = [:]
     var regions: [Int64: RegionWatch] = [:]
     var lastLocation: (latitude: Double, longitude: Double)?
 
@@ -41,13 +47,23 @@ public actor NotificationEngine {
     var presentationSession: [UInt64: ObjectIdentifier] = [:]
     /// didReceive event → held response id, released when the app calls the completion handler.
     var responseEvents: [UInt64: (session: ObjectIdentifier, heldID: Int64)] = [:]
+    /// Held responses sent to a process and not yet handled.
     var dispatchedResponses: Set<Int64> = []
+    /// Held responses the app has handled, per app, until a listing of its held responses no
+    /// longer has them: a listing read before the release committed must not send them again.
+    var handledResponses: [String: Set<Int64>] = [:]
+    /// Apps whose held responses are being sent, and those asked for again meanwhile: one
+    /// dispatch per app at a time, so listings are read in order.
+    var dispatchingResponses: Set<String> = []
+    var redispatchResponses: Set<String> = []
     var launching: Set<String> = []
 
     // Scheduler state
     var wake: CheckedContinuation<Void, Never>?
     var poked = false
     var inFlight = 0
+    /// Adds accepted whose commit has not yet reached the heap: `settled` waits for them.
+    var addsInFlight = 0
     var processedThrough = Date.distantPast
     var settleWaiters: [(Date, CheckedContinuation<Void, Never>)] = []
     var deliveries: AsyncStream<@Sendable () async -> Void>.Continuation?
@@ -195,6 +211,7 @@ public actor NotificationEngine {
                 if let entry = responseEvents[eventID], entry.session == id {
                     responseEvents[eventID] = nil
                     dispatchedResponses.remove(entry.heldID)
+                    handledResponses[bundle, default: []].insert(entry.heldID)
                     let ticket = store.releaseResponse(id: entry.heldID)
                     return Deferred { await Self.reply { try await ticket.value; return .ok } }
                 }
@@ -341,30 +358,41 @@ public actor NotificationEngine {
         let attachments = configuration.attachments
         let isLocation: Bool
         if case .location? = stored.trigger { isLocation = true } else { isLocation = false }
-        // The reply is produced from the commit's completion, without a task per add: the
-        // writer thread hands the result to `addedInbox`, and one hop onto the actor per batch
-        // puts the requests in the heap before their replies go out.
-        return Deferred(subscribe: { [self, stored] done in
-            ticket.whenComplete { result in
-                switch result {
-                case .success(let result):
-                    // The app needs the request back only when attachments moved into the store.
-                    let reply: AppReply = stored.content.attachments.isEmpty ? .ok : .added(stored)
-                    let simple = result.evicted.allSatisfy { $0.content.attachments.isEmpty }
-                        && (result.replacedPending?.content.attachments.isEmpty ?? true)
-                        && (firstFire != nil || !isLocation)
-                    if simple {
-                        self.addedInbox.append(firstFire.map { FireItem(date: $0, key: result.key) }, reply: { done(reply) }, engine: self)
-                    } else {
-                        Task {
-                            await self.added(result, request: stored, nextFire: firstFire, bundle: bundle)
-                            done(reply)
-                        }
+        // The commit's completion schedules the request and then lets the reply go, without
+        // a task per add: the writer thread hands the result to `addedInbox`, and one hop onto
+        // the actor per batch puts the requests in the heap. It is registered now, not when
+        // the reply is subscribed to, so a request is scheduled even if nobody waits for it.
+        let (replied, reply) = StoreTicket<AppReply>.make()
+        addsInFlight += 1
+        ticket.whenComplete { [self, stored] result in
+            switch result {
+            case .success(let result):
+                // The app needs the request back only when attachments moved into the store.
+                let answer: AppReply = stored.content.attachments.isEmpty ? .ok : .added(stored)
+                let simple = result.evicted.allSatisfy { $0.content.attachments.isEmpty }
+                    && (result.replacedPending?.content.attachments.isEmpty ?? true)
+                    && (firstFire != nil || !isLocation)
+                if simple {
+                    let entry = AddedEntry(item: firstFire.map { FireItem(date: $0, key: result.key) }, reply: { reply(.success(answer)) })
+                    if self.addedInbox.append(entry) { Task { await self.drainAddedInbox() } }
+                } else {
+                    Task {
+                        await self.added(result, request: stored, nextFire: firstFire, bundle: bundle)
+                        reply(.success(answer))
                     }
-                case .failure(let error):
-                    // Not scheduled: the files we took go away with it.
-                    attachments.delete(stored.content.attachments, bundleIdentifier: bundle)
-                    done(.failure(NotificationError(.invalidRequest, "the request could not be stored: \(error)")))
+                }
+            case .failure(let error):
+                // Not scheduled: the files we took go away with it.
+                attachments.delete(stored.content.attachments, bundleIdentifier: bundle)
+                Task { await self.addsFinished(1) }
+                reply(.success(.failure(NotificationError(.invalidRequest, "the request could not be stored: \(error)"))))
+            }
+        }
+        return Deferred(subscribe: { done in
+            replied.whenComplete { result in
+                switch result {
+                case .success(let answer): done(answer)
+                case .failure(let error): done(.failure(NotificationError(.invalidRequest, "\(error)")))
                 }
             }
         })
@@ -372,10 +400,12 @@ public actor NotificationEngine {
 
     /// Puts the requests the inbox collected in the heap, then lets their replies go.
     func drainAddedInbox() {
-        for entry in addedInbox.take() {
+        let entries = addedInbox.take()
+        for entry in entries {
             if let item = entry.item { schedule(item) }
             entry.reply()
         }
+        addsFinished(entries.count)
     }
 
     func added(_ result: PendingReplacement, request: NotificationRequestValue, nextFire: Date?, bundle: String) async {
@@ -385,6 +415,7 @@ public actor NotificationEngine {
         } else if case .location(let region, _)? = request.trigger {
             watch(key: result.key, bundle: bundle, region: region)
         }
+        addsFinished(1)
     }
 
     func removePending(_ ticket: StoreTicket<[NotificationRequestValue]>, bundle: String) -> Deferred<AppReply> {
@@ -430,14 +461,10 @@ public actor NotificationEngine {
     }
 }
 
-/// Requests committed by the store's writer, handed to the engine in batches: one task
-/// drains everything that arrived while the previous drain was pending.
-final class AddedInbox: Sendable {
-    struct Entry {
-        let item: FireItem?
-        let reply: @Sendable () -> Void
-    }
-
+/// Results produced on the store's writer thread, handed to the engine in batches: the
+/// first `append` after a drain asks for one, and that drain takes everything that arrived
+/// meanwhile — one hop onto the actor per batch instead of a task per result.
+final class HandOff<Entry: Sendable>: Sendable {
     private struct State {
         var entries: [Entry] = []
         var scheduled = false
@@ -445,14 +472,14 @@ final class AddedInbox: Sendable {
 
     private let state = Mutex(State())
 
-    func append(_ item: FireItem?, reply: @escaping @Sendable () -> Void, engine: NotificationEngine) {
-        let schedule = state.withLock { state -> Bool in
-            state.entries.append(Entry(item: item, reply: reply))
+    /// Adds an entry; true when the caller must schedule a drain.
+    func append(_ entry: Entry) -> Bool {
+        state.withLock { state -> Bool in
+            state.entries.append(entry)
             guard !state.scheduled else { return false }
             state.scheduled = true
             return true
         }
-        if schedule { Task { await engine.drainAddedInbox() } }
     }
 
     func take() -> [Entry] {
@@ -462,4 +489,10 @@ final class AddedInbox: Sendable {
             return state.entries
         }
     }
+}
+
+/// A committed add: its place in the fire queue, and its reply to let go once it is there.
+struct AddedEntry: Sendable {
+    let item: FireItem?
+    let reply: @Sendable () -> Void
 }
