@@ -66,30 +66,37 @@ struct Serve: AsyncParsableCommand {
 
     func run() async throws {
         let logger = options.makeLogger("tidings")
-        var daemonConfiguration = options.configuration(logger: logger)
-        var gatewayConfiguration = GatewayConfiguration(dataDirectory: URL(fileURLWithPath: daemonConfiguration.dataDirectory))
+        var gatewayConfiguration = GatewayConfiguration(dataDirectory: URL(fileURLWithPath: options.location.resolvedDataDirectory))
         try gatewayAddresses.apply(to: &gatewayConfiguration)
         gatewayConfiguration.logger = logger
         let gateway = try buildGateway(gatewayConfiguration)
-        let gatewayGroup = ServiceGroup(services: [gateway], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
-        try await withThrowingTaskGroup(of: Void.self) { tasks in
-            tasks.addTask { try await gatewayGroup.run() }
-            // The daemon connects to the gateway's device channel like any device, trusting
-            // the gateway's self-signed certificate from the data directory.
-            let addresses = try await gateway.waitUntilReady()
-            var host = addresses.device.ipAddress ?? "127.0.0.1"
-            if host == "0.0.0.0" { host = "127.0.0.1" } else if host == "::" { host = "::1" }
-            var link = GatewayLinkConfiguration(host: host, port: addresses.device.port ?? gatewayConfiguration.devicePort,
-                                                trustRootPaths: addresses.certificatePath.map { [$0] } ?? [])
-            link.environment = gatewayConfiguration.environment
-            daemonConfiguration.gateway = link
-            let daemon = try await buildDaemon(daemonConfiguration)
-            let daemonGroup = ServiceGroup(services: [daemon], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
-            tasks.addTask { try await daemonGroup.run() }
-            say("tidings: daemon socket \(daemon.socketPath) (consent: \(daemonConfiguration.consent.rawValue))")
-            GatewayCommand.announce(addresses, gatewayConfiguration)
-            try await tasks.waitForAll()
-        }
+        let daemon = DaemonOnGateway(gateway: gateway, gatewayConfiguration: gatewayConfiguration, configuration: options.configuration(logger: logger))
+        // One group, one signal handler: on SIGTERM or SIGINT the daemon stops first (it is
+        // last in the list), then the gateway sends GOAWAY and drains.
+        try await ServiceGroup(services: [gateway, daemon], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger).run()
+    }
+}
+
+/// The daemon of `serve`: once the gateway listens, it connects to the gateway's device
+/// channel like any device, trusting the gateway's certificate from the data directory.
+struct DaemonOnGateway: Service {
+    let gateway: Gateway
+    let gatewayConfiguration: GatewayConfiguration
+    var configuration: DaemonConfiguration
+
+    func run() async throws {
+        let addresses = try await gateway.waitUntilReady()
+        var host = addresses.device.ipAddress ?? "127.0.0.1"
+        if host == "0.0.0.0" { host = "127.0.0.1" } else if host == "::" { host = "::1" }
+        var link = GatewayLinkConfiguration(host: host, port: addresses.device.port ?? gatewayConfiguration.devicePort,
+                                            trustRootPaths: addresses.certificatePath.map { [$0] } ?? [])
+        link.environment = gatewayConfiguration.environment
+        var configuration = configuration
+        configuration.gateway = link
+        let daemon = try await buildDaemon(configuration)
+        say("tidings: daemon socket \(daemon.socketPath) (consent: \(configuration.consent.rawValue))")
+        GatewayCommand.announce(addresses, gatewayConfiguration)
+        try await daemon.run()
     }
 }
 
