@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 import GRDB
 import TidingsCore
@@ -103,6 +104,41 @@ struct DeviceStoreConformanceTests {
         #expect(try await store.deliveredNotification("r", for: app).value == nil, "not kept when not listed")
         #expect(try await store.removeDelivered(["x"], for: app).value.count == 1)
         #expect(try await store.removeAllDelivered(app).value.map(\.request.identifier) == ["y"])
+    }
+
+    @Test(arguments: DeviceBackend.allCases)
+    func fireDueReadsAndFiresInOneOperation(_ backend: DeviceBackend) async throws {
+        let store = try backend.make()
+        let added = try await store.addPending(request("d", title: "due"), for: app, nextFire: t0, limit: nil).value
+        let never: @Sendable (PendingRecord) -> FireWrite? = { _ in Issue.record("decide must not run"); return nil }
+        #expect(try await store.fireDue(key: added.key, due: t0.addingTimeInterval(5), at: t0, decide: never).applied.value == nil,
+                "an entry for another date no longer stands")
+        #expect(try await store.fireDue(key: added.key + 1000, due: t0, at: t0, decide: never).applied.value == nil, "a gone key")
+
+        // Left to the caller: the record, nothing changed.
+        let left = try #require(try await store.fireDue(key: added.key, due: t0, at: t0, decide: { _ in nil }).durable.value)
+        #expect(left.record.request.content.title == "due" && left.write == nil && left.outcome == nil)
+        #expect(try await store.pending(app).value.map(\.identifier) == ["d"])
+        #expect(try await store.delivered(app).value.isEmpty)
+
+        // Fired there and then, with what decide saw.
+        let seen = Mutex<String?>(nil)
+        let tickets = store.fireDue(key: added.key, due: t0, at: t0.addingTimeInterval(1), decide: { record in
+            seen.withLock { $0 = record.request.identifier }
+            return FireWrite(nextFire: nil, keepPending: false, deliver: true)
+        })
+        let fired = try #require(try await tickets.applied.value)
+        #expect(seen.withLock { $0 } == "d")
+        #expect(fired.outcome?.notification.date == t0.addingTimeInterval(1))
+        #expect(try await tickets.durable.value == fired)
+        #expect(try await store.pending(app).value.isEmpty)
+        #expect(try await store.delivered(app).value.map(\.request.identifier) == ["d"])
+
+        // A repeating request stays with its next date, and is not listed when not delivered.
+        let repeating = try await store.addPending(request("r", trigger: .timeInterval(seconds: 60, repeats: true)), for: app, nextFire: t0, limit: nil).value
+        _ = try await store.fireDue(key: repeating.key, due: t0, at: t0, decide: { _ in FireWrite(nextFire: t0.addingTimeInterval(60), keepPending: true, deliver: false) }).durable.value
+        #expect(try await store.pendingRecord(key: repeating.key).value?.nextFire == t0.addingTimeInterval(60))
+        #expect(try await store.deliveredNotification("r", for: app).value == nil)
     }
 
     @Test(arguments: DeviceBackend.allCases)

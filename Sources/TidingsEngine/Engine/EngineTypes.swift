@@ -96,11 +96,14 @@ public struct EngineConfiguration: Sendable {
 }
 
 /// One entry of the fire queue: the earliest date first, then the oldest key.
-/// A queue entry taken off when due, with the store's record as it was then (nil if gone).
+/// A queue entry taken off when due, with the store's answer: nil when it no longer stands;
+/// with an outcome when the store fired it there and then (decided by `settings`).
 struct FiredEntry: Sendable {
     let item: FireItem
     let now: Date
-    let record: PendingRecord?
+    let due: DueFire?
+    let settings: NotificationSettingsValue?
+    let durable: StoreTicket<DueFire?>
 }
 
 struct FireItem: Comparable, Sendable {

@@ -46,6 +46,21 @@ extension NotificationEngine {
             return nil
         }
 
+        let badgeStored = await show(request, bundle: bundle, notification: notification, presentation: presentation, replaced: replaced != nil)
+        do {
+            _ = try await durable?.value
+            try await badgeStored?.value
+        } catch {
+            logger.error("could not record a delivery", metadata: ["app": "\(bundle)", "request": "\(request.identifier)", "error": "\(error)"])
+            return nil
+        }
+        await delivered(request, bundle: bundle, presentation: presentation, replaced: replaced, keepPending: keep)
+        return presentation
+    }
+
+    /// Hands a recorded delivery to the presenters (or withdraws the one it replaced when it
+    /// is not shown) and applies its badge; returns the badge's store ticket.
+    func show(_ request: NotificationRequestValue, bundle: String, notification: DeliveredNotificationValue, presentation: Presentation, replaced: Bool) async -> StoreTicket<Void>? {
         var badge: Int?
         var badgeStored: StoreTicket<Void>?
         if presentation.badge, let count = request.content.badge, count >= 0 {
@@ -58,28 +73,25 @@ extension NotificationEngine {
             let category = (try? await categories(bundle))?.first { $0.identifier == request.content.categoryIdentifier && !$0.identifier.isEmpty }
             let presented = PresentedNotification(bundleIdentifier: bundle, appName: appName, notification: notification, category: category, presentation: presentation, badge: badge)
             for presenter in configuration.presenters { await presenter.present(presented) }
-        } else if replaced != nil {
+        } else if replaced {
             for presenter in configuration.presenters { await presenter.withdraw(bundleIdentifier: bundle, identifiers: [request.identifier]) }
         }
+        return badgeStored
+    }
 
-        do {
-            _ = try await durable?.value
-            try await badgeStored?.value
-        } catch {
-            logger.error("could not record a delivery", metadata: ["app": "\(bundle)", "request": "\(request.identifier)", "error": "\(error)"])
-            return nil
-        }
+    /// What follows a delivery once it is durable: the files of what it replaced, or of a
+    /// request that left without being kept, go.
+    func delivered(_ request: NotificationRequestValue, bundle: String, presentation: Presentation, replaced: DeliveredNotificationValue?, keepPending: Bool) async {
         if let replaced {
             await releaseAttachments(of: [replaced.request], bundle: bundle)
         }
-        if !presentation.list, !keep {
+        if !presentation.list, !keepPending {
             await releaseAttachments(of: [request], bundle: bundle)
         }
         logger.debug("delivered", metadata: [
             "app": "\(bundle)", "request": "\(request.identifier)",
             "banner": "\(presentation.banner)", "list": "\(presentation.list)",
         ])
-        return presentation
     }
 
     /// Delivers a request right away, without a pending entry (remote notifications).

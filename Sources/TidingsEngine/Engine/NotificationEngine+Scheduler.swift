@@ -96,45 +96,79 @@ extension NotificationEngine {
         if earliest == nil || item.date < earliest! { poke() }
     }
 
-    /// Takes what is due off the queue and asks the store whether each entry still stands.
-    /// The reads run on the store's writer in the order submitted, so their answers reach
-    /// `firedInbox` in firing order.
+    /// Takes what is due off the queue and fires it through the store, one operation per
+    /// entry: the store reads the request (is it still pending, for this date?) and, where no
+    /// delegate needs asking and the person's settings are at hand, fires it right there
+    /// (docs/architecture.md, "Firing"). The operations run on the store's writer in the
+    /// order submitted, so their answers reach `firedInbox` in firing order.
     func fireDue() {
         let now = clock.now
-        while let top = heap.min, top.date <= now {
-            heap.removeMin()
-            inFlight += 1
-            store.pendingRecord(key: top.key).whenComplete { [self] result in
-                let entry = FiredEntry(item: top, now: now, record: (try? result.get()) ?? nil)
-                if firedInbox.append(entry) { Task { await self.drainFiredInbox() } }
+        if let first = heap.min, first.date <= now {
+            // Apps whose delegate is asked, or whose earlier notifications still wait, are
+            // fired by the delivery path, in order.
+            var waiting = Set(appDeliveries.keys)
+            for session in sessions.values where session.state == .active && session.hasDelegate { waiting.insert(session.bundleIdentifier) }
+            let asked = waiting
+            let logger = logger
+            let settings = settingsCache
+            let timeZone = configuration.timeZone
+            let decide: @Sendable (PendingRecord) -> FireWrite? = { record in
+                guard !asked.contains(record.bundleIdentifier), let settings = settings[record.bundleIdentifier], let due = record.nextFire else { return nil }
+                let presentation = settings.isAllowed ? Presentation(settings: settings, content: record.request.content) : .none
+                let next = record.request.trigger.flatMap { TriggerSchedule.nextFire($0, fired: due, now: now, timeZone: timeZone) }
+                return FireWrite(nextFire: next, keepPending: next != nil, deliver: presentation.list)
+            }
+            while let top = heap.min, top.date <= now {
+                heap.removeMin()
+                inFlight += 1
+                let tickets = store.fireDue(key: top.key, due: top.date, at: now, decide: decide)
+                tickets.applied.whenComplete { [self] result in
+                    let due: DueFire?
+                    switch result {
+                    case .success(let found): due = found
+                    case .failure(let error):
+                        // It stays pending with a past date in the store and fires at the next start.
+                        logger.error("could not fire a request", metadata: ["key": "\(top.key)", "error": "\(error)"])
+                        due = nil
+                    }
+                    let entry = FiredEntry(item: top, now: now, due: due, settings: due.flatMap { settings[$0.record.bundleIdentifier] }, durable: tickets.durable)
+                    if firedInbox.append(entry) { Task { await self.drainFiredInbox() } }
+                }
             }
         }
         processedThrough = max(processedThrough, now)
         resumeSettled()
     }
 
-    /// Queues each fired entry that still stands behind its app's earlier ones: the request
-    /// may have been removed or replaced (a new key) since it was queued.
-    func drainFiredInbox() {
-        for entry in firedInbox.take() {
-            guard let record = entry.record, record.nextFire == entry.item.date else {
-                finishedDelivery()
-                continue
-            }
-            let bundle = record.bundleIdentifier
-            if appDeliveries[bundle] != nil {
-                appDeliveries[bundle]!.append(entry)
-            } else {
-                appDeliveries[bundle] = [entry]
-                enqueueDelivery { [self] in await self.deliverFired(for: bundle) }
+    /// Shows what the store fired, unless its app has earlier notifications waiting; queues
+    /// the rest behind its app's earlier ones. One drain at a time, so apps keep their order.
+    func drainFiredInbox() async {
+        while let entries = firedInbox.takeUnlessEmpty() {
+            for entry in entries {
+                guard let due = entry.due else {
+                    finishedDelivery()
+                    continue
+                }
+                let bundle = due.record.bundleIdentifier
+                if appDeliveries[bundle] != nil {
+                    appDeliveries[bundle]!.append(entry)
+                } else if due.outcome != nil {
+                    await showFired(entry)
+                    finishedDelivery()
+                } else {
+                    appDeliveries[bundle] = [entry]
+                    enqueueDelivery { [self] in await self.deliverFired(for: bundle) }
+                }
             }
         }
     }
 
-    /// Delivers an app's fired requests one after another until none is waiting.
+    /// Delivers an app's queued entries one after another until none is waiting.
     func deliverFired(for bundle: String) async {
         while let entry = appDeliveries[bundle]?.popFirst() {
-            if let record = entry.record {
+            if entry.due?.outcome != nil {
+                await showFired(entry)
+            } else if let record = entry.due?.record {
                 let trigger = record.request.trigger
                 let next = trigger.flatMap { TriggerSchedule.nextFire($0, fired: entry.item.date, now: entry.now, timeZone: configuration.timeZone) }
                 await deliver(record.request, bundle: bundle, date: entry.now, pendingKey: record.key, nextFire: next)
@@ -143,6 +177,39 @@ extension NotificationEngine {
             finishedDelivery()
         }
         appDeliveries[bundle] = nil
+    }
+
+    /// Presents a request the store has fired already; what waits for the commit (deleting
+    /// replaced attachments) runs when it comes, without holding up the next one.
+    func showFired(_ entry: FiredEntry) async {
+        guard let due = entry.due, let write = due.write, let outcome = due.outcome else { return }
+        let request = due.record.request
+        let bundle = due.record.bundleIdentifier
+        if write.keepPending, let next = write.nextFire { schedule(FireItem(date: next, key: due.record.key)) }
+        let presentation = entry.settings.map { $0.isAllowed ? Presentation(settings: $0, content: request.content) : .none } ?? .none
+        let badgeStored = await show(request, bundle: bundle, notification: outcome.notification, presentation: presentation, replaced: outcome.replacedDelivered != nil)
+        let replaced = outcome.replacedDelivered
+        let filesMayGo = !(replaced?.request.content.attachments.isEmpty ?? true) || (!request.content.attachments.isEmpty && !write.deliver && !write.keepPending)
+        let logger = logger
+        guard filesMayGo || badgeStored != nil else {
+            entry.durable.whenComplete { result in
+                if case .failure(let error) = result {
+                    logger.error("could not record a delivery", metadata: ["app": "\(bundle)", "request": "\(request.identifier)", "error": "\(error)"])
+                }
+            }
+            return
+        }
+        inFlight += 1
+        Task {
+            do {
+                _ = try await entry.durable.value
+                try await badgeStored?.value
+                await self.delivered(request, bundle: bundle, presentation: presentation, replaced: replaced, keepPending: write.keepPending)
+            } catch {
+                logger.error("could not record a delivery", metadata: ["app": "\(bundle)", "request": "\(request.identifier)", "error": "\(error)"])
+            }
+            await self.finishedDelivery()
+        }
     }
 
     func enqueueDelivery(_ work: @escaping @Sendable () async -> Void) {

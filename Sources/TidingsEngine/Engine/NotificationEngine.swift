@@ -489,6 +489,19 @@ final class HandOff<Entry: Sendable>: Sendable {
             return state.entries
         }
     }
+
+    /// For a drain that stays the only one until it has taken everything: the entries, or
+    /// nil (and the next `append` asks for a new drain) when none arrived.
+    func takeUnlessEmpty() -> [Entry]? {
+        state.withLock { state in
+            guard !state.entries.isEmpty else {
+                state.scheduled = false
+                return nil
+            }
+            defer { state.entries.removeAll(keepingCapacity: true) }
+            return state.entries
+        }
+    }
 }
 
 /// A committed add: its place in the fire queue, and its reply to let go once it is there.

@@ -266,17 +266,32 @@ public final class SQLiteDeviceStore: DeviceStore {
     public func fireApplied(key: Int64, at date: Date, nextFire: Date?, keepPending: Bool, deliver: Bool) -> (applied: StoreTicket<FireOutcome?>, durable: StoreTicket<FireOutcome?>) {
         writer.submitApplied { db in
             guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM pending WHERE key = ?"), arguments: [key]) else { return nil }
-            let record = try Self.record(row)
-            if keepPending {
-                try db.cachedStatement(sql: "UPDATE pending SET next_fire = ? WHERE key = ?").execute(arguments: [nextFire?.timeIntervalSinceReferenceDate, key])
-            } else {
-                try db.cachedStatement(sql: "DELETE FROM pending WHERE key = ?").execute(arguments: [key])
-            }
-            let notification = DeliveredNotificationValue(request: record.request, date: date)
-            // The pending row's bytes are the request: copied, not encoded again.
-            let replaced = deliver ? try Self.insertDelivered(db, notification, encodedBody: row["request"], bundleIdentifier: record.bundleIdentifier) : nil
-            return FireOutcome(notification: notification, replacedDelivered: replaced)
+            return try Self.fire(db, row: row, record: try Self.record(row), at: date, write: FireWrite(nextFire: nextFire, keepPending: keepPending, deliver: deliver))
         }
+    }
+
+    public func fireDue(key: Int64, due: Date, at date: Date, decide: @escaping @Sendable (PendingRecord) -> FireWrite?) -> (applied: StoreTicket<DueFire?>, durable: StoreTicket<DueFire?>) {
+        writer.submitApplied { db in
+            guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM pending WHERE key = ?"), arguments: [key]) else { return nil }
+            let record = try Self.record(row)
+            guard record.nextFire == due else { return nil }
+            guard let write = decide(record) else { return DueFire(record: record) }
+            return DueFire(record: record, write: write, outcome: try Self.fire(db, row: row, record: record, at: date, write: write))
+        }
+    }
+
+    /// Fires the pending request in `row`: it stays with its next date or goes, and becomes
+    /// delivered if `write` says so.
+    private static func fire(_ db: Database, row: Row, record: PendingRecord, at date: Date, write: FireWrite) throws -> FireOutcome {
+        if write.keepPending {
+            try db.cachedStatement(sql: "UPDATE pending SET next_fire = ? WHERE key = ?").execute(arguments: [write.nextFire?.timeIntervalSinceReferenceDate, record.key])
+        } else {
+            try db.cachedStatement(sql: "DELETE FROM pending WHERE key = ?").execute(arguments: [record.key])
+        }
+        let notification = DeliveredNotificationValue(request: record.request, date: date)
+        // The pending row's bytes are the request: copied, not encoded again.
+        let replaced = write.deliver ? try insertDelivered(db, notification, encodedBody: row["request"], bundleIdentifier: record.bundleIdentifier) : nil
+        return FireOutcome(notification: notification, replacedDelivered: replaced)
     }
 
     // MARK: Delivered

@@ -45,6 +45,35 @@ public struct PendingReplacement: Sendable, Hashable {
 }
 
 /// What firing a pending request did.
+/// What firing a due request records, decided from its record (`DeviceStore.fireDue`).
+public struct FireWrite: Sendable, Hashable {
+    /// When it fires next, if it stays pending.
+    public var nextFire: Date?
+    public var keepPending: Bool
+    /// Whether it goes to the delivered list.
+    public var deliver: Bool
+
+    public init(nextFire: Date?, keepPending: Bool, deliver: Bool) {
+        self.nextFire = nextFire
+        self.keepPending = keepPending
+        self.deliver = deliver
+    }
+}
+
+/// A due request as `fireDue` found it, with the outcome when it was fired there and then.
+public struct DueFire: Sendable, Hashable {
+    public var record: PendingRecord
+    /// What was recorded and its outcome; nil when `decide` left the firing to the caller.
+    public var write: FireWrite?
+    public var outcome: FireOutcome?
+
+    public init(record: PendingRecord, write: FireWrite? = nil, outcome: FireOutcome? = nil) {
+        self.record = record
+        self.write = write
+        self.outcome = outcome
+    }
+}
+
 public struct FireOutcome: Sendable, Hashable {
     public var notification: DeliveredNotificationValue
     /// A delivered notification with the same identifier that this one replaced.
@@ -121,6 +150,12 @@ public protocol DeviceStore: Sendable {
     /// durable. The engine presents on the first and finishes on the second
     /// (docs/architecture.md, "Firing").
     func fireApplied(key: Int64, at date: Date, nextFire: Date?, keepPending: Bool, deliver: Bool) -> (applied: StoreTicket<FireOutcome?>, durable: StoreTicket<FireOutcome?>)
+    /// The scheduler's step for a due queue entry, in one operation: reads the request with
+    /// `key` (nil when it is gone or now fires at another date than `due`), and fires it at
+    /// `date` as `fireApplied` does with the write `decide` returns for its record; when
+    /// `decide` returns nil nothing changes and the caller fires it later. `decide` runs
+    /// inside the store's operation: it must be quick and must not block.
+    func fireDue(key: Int64, due: Date, at date: Date, decide: @escaping @Sendable (PendingRecord) -> FireWrite?) -> (applied: StoreTicket<DueFire?>, durable: StoreTicket<DueFire?>)
 
     // Delivered
     /// Records a notification as delivered (remote and immediate ones), replacing one with the same identifier.

@@ -255,6 +255,16 @@ public final class InMemoryDeviceStore: DeviceStore {
         .value(state.withLock { $0.fire(key: key, at: date, nextFire: nextFire, keepPending: keepPending, deliver: deliver) })
     }
 
+    public func fireDue(key: Int64, due: Date, at date: Date, decide: @escaping @Sendable (PendingRecord) -> FireWrite?) -> (applied: StoreTicket<DueFire?>, durable: StoreTicket<DueFire?>) {
+        let ticket = StoreTicket<DueFire?>.value(state.withLock { state -> DueFire? in
+            guard let record = state.pendingByKey[key], record.nextFire == due else { return nil }
+            guard let write = decide(record) else { return DueFire(record: record) }
+            let outcome = state.fire(key: key, at: date, nextFire: write.nextFire, keepPending: write.keepPending, deliver: write.deliver)
+            return DueFire(record: record, write: write, outcome: outcome)
+        })
+        return (ticket, ticket)
+    }
+
     public func deliver(_ notification: DeliveredNotificationValue, for bundleIdentifier: String) -> StoreTicket<DeliveredNotificationValue?> {
         .value(state.withLock { $0.deliver(notification, for: bundleIdentifier) })
     }
