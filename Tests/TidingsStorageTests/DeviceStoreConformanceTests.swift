@@ -251,4 +251,19 @@ struct SQLiteDeviceStoreTests {
         #expect(try await reopened.pending(app).value.map(\.identifier) == ["keep"])
         #expect(try await reopened.badge(app).value == 2)
     }
+
+    /// The device store's commits leave WAL checkpoints to the background connection.
+    @Test func sqliteCheckpointsInTheBackground() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("device-\(UUID().uuidString).sqlite").path
+        let store = try SQLiteDeviceStore(path: path, checkpointPages: 4, walPageLimit: 1_000_000)
+        var added = 0
+        // Commits keep waking the checkpointer; stop once it has run (an event, not a duration).
+        while store.checkpointCounts.background == 0 && added < 100_000 {
+            _ = try await store.addPending(request("c\(added)", title: String(repeating: "x", count: 2_000)), for: app, nextFire: t0, limit: nil).value
+            added += 1
+        }
+        #expect(store.checkpointCounts.background > 0)
+        #expect(store.checkpointCounts.writer == 0)
+        #expect(try await store.pending(app).value.count == added)
+    }
 }

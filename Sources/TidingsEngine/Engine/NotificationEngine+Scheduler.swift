@@ -208,7 +208,7 @@ extension NotificationEngine {
             } catch {
                 logger.error("could not record a delivery", metadata: ["app": "\(bundle)", "request": "\(request.identifier)", "error": "\(error)"])
             }
-            await self.finishedDelivery()
+            self.finishedDelivery()
         }
     }
 

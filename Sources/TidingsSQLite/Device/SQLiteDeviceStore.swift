@@ -6,14 +6,31 @@ import TidingsStorage
 /// The embedded default `DeviceStore`: one SQLite file in WAL mode, written with group
 /// commit (`BatchWriter`). A ticket completes after its transaction committed with
 /// `synchronous = FULL`, so what was acknowledged survives `kill -9` and power loss.
+/// WAL checkpoints run on their own connection and thread (`WALCheckpointer`), not inside a
+/// commit: a fire queued behind a commit no longer waits for the database file's copy and fsync.
 public final class SQLiteDeviceStore: DeviceStore {
     public let writer: BatchWriter
+    private let checkpointer: WALCheckpointer
 
-    public init(path: String) throws {
+    public init(path: String, checkpointPages: Int = 1_000, walPageLimit: Int = 10_000) throws {
         let database = try BatchWriter.open(path: path)
         try Self.migrator.migrate(database)
+        let checkpointer = try WALCheckpointer(path: path, checkpointPages: max(1, checkpointPages), walPageLimit: max(checkpointPages, walPageLimit))
+        self.checkpointer = checkpointer
+        try database.writeWithoutTransaction { db in
+            try db.execute(sql: "PRAGMA wal_autocheckpoint = 0")
+            checkpointer.install(on: db)
+        }
         self.writer = BatchWriter(database: database)
     }
+
+    deinit {
+        try? writer.database.writeWithoutTransaction { db in checkpointer.uninstall(from: db) }
+        checkpointer.stop()
+    }
+
+    /// How many WAL checkpoints ran on the background connection, and on the writer at the limit.
+    public var checkpointCounts: (background: Int, writer: Int) { checkpointer.counts }
 
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()

@@ -48,7 +48,7 @@ final class WALCheckpointer: Sendable {
         }
         connection = handle
         let thread = Thread { [self] in self.run() }
-        thread.name = "tidings-gateway-checkpoint"
+        thread.name = "tidings-sqlite-checkpoint"
         thread.start()
     }
 
