@@ -86,20 +86,20 @@ struct DeviceStoreConformanceTests {
     func fireDeliversAndReplacesInPlace(_ backend: DeviceBackend) async throws {
         let store = try backend.make()
         let once = try await store.addPending(request("x", title: "one"), for: app, nextFire: t0, limit: nil).value
-        let outcome = try #require(try await store.fire(key: once.key, at: t0, nextFire: nil, keepPending: false, deliver: true).value)
+        let outcome = try #require(try await store.fireApplied(key: once.key, at: t0, nextFire: nil, keepPending: false, deliver: true).durable.value)
         #expect(outcome.replacedDelivered == nil)
         #expect(try await store.pending(app).value.isEmpty)
         _ = try await store.deliver(DeliveredNotificationValue(request: request("y"), date: t0), for: app).value
         let again = try await store.addPending(request("x", title: "two"), for: app, nextFire: t0, limit: nil).value
-        let replaced = try await store.fire(key: again.key, at: t0.addingTimeInterval(1), nextFire: nil, keepPending: false, deliver: true).value
+        let replaced = try await store.fireApplied(key: again.key, at: t0.addingTimeInterval(1), nextFire: nil, keepPending: false, deliver: true).durable.value
         #expect(replaced?.replacedDelivered?.request.content.title == "one")
         let delivered = try await store.delivered(app).value
         #expect(delivered.map(\.request.identifier) == ["x", "y"], "the replacement keeps its place")
         #expect(delivered.first?.request.content.title == "two")
-        #expect(try await store.fire(key: again.key, at: t0, nextFire: nil, keepPending: false, deliver: true).value == nil, "a gone key fires nothing")
+        #expect(try await store.fireApplied(key: again.key, at: t0, nextFire: nil, keepPending: false, deliver: true).durable.value == nil, "a gone key fires nothing")
 
         let repeating = try await store.addPending(request("r", trigger: .timeInterval(seconds: 60, repeats: true)), for: app, nextFire: t0, limit: nil).value
-        _ = try await store.fire(key: repeating.key, at: t0, nextFire: t0.addingTimeInterval(60), keepPending: true, deliver: false).value
+        _ = try await store.fireApplied(key: repeating.key, at: t0, nextFire: t0.addingTimeInterval(60), keepPending: true, deliver: false).durable.value
         #expect(try await store.pendingRecord(key: repeating.key).value?.nextFire == t0.addingTimeInterval(60))
         #expect(try await store.deliveredNotification("r", for: app).value == nil, "not kept when not listed")
         #expect(try await store.removeDelivered(["x"], for: app).value.count == 1)
@@ -216,7 +216,7 @@ struct SQLiteDeviceStoreTests {
         #expect(try await store.pending(app).value == [old, request("new")])
         #expect(try await store.delivered(app).value.map(\.request) == [request("gone")])
         let key = try #require(try await store.pendingRecords(app).value.first?.key)
-        #expect(try await store.fire(key: key, at: t0, nextFire: nil, keepPending: false, deliver: true).value?.notification.request == old)
+        #expect(try await store.fireApplied(key: key, at: t0, nextFire: nil, keepPending: false, deliver: true).durable.value?.notification.request == old)
         #expect(try await store.deliveredNotification("old", for: app).value?.request == old)
     }
 

@@ -276,10 +276,6 @@ public final class SQLiteDeviceStore: DeviceStore {
         }
     }
 
-    public func fire(key: Int64, at date: Date, nextFire: Date?, keepPending: Bool, deliver: Bool) -> StoreTicket<FireOutcome?> {
-        fireApplied(key: key, at: date, nextFire: nextFire, keepPending: keepPending, deliver: deliver).durable
-    }
-
     public func fireApplied(key: Int64, at date: Date, nextFire: Date?, keepPending: Bool, deliver: Bool) -> (applied: StoreTicket<FireOutcome?>, durable: StoreTicket<FireOutcome?>) {
         writer.submitApplied { db in
             guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM pending WHERE key = ?"), arguments: [key]) else { return nil }

@@ -142,13 +142,11 @@ public protocol DeviceStore: Sendable {
 
     /// Fires a pending request atomically: it becomes delivered (replacing a delivered
     /// notification with the same identifier), and stays pending with `nextFire` if it
-    /// repeats or leaves the pending set if not. Returns nil when the key is gone.
-    /// With `deliver` false the notification is not kept as delivered (not shown in a list).
-    func fire(key: Int64, at date: Date, nextFire: Date?, keepPending: Bool, deliver: Bool) -> StoreTicket<FireOutcome?>
-    /// `fire`, with a first ticket that completes once the operation has run in its place
-    /// in the store's order (later operations see its effect) and a second once it is
-    /// durable. The engine presents on the first and finishes on the second
-    /// (docs/architecture.md, "Firing").
+    /// repeats or leaves the pending set if not. nil when the key is gone. With `deliver`
+    /// false the notification is not kept as delivered (not shown in a list).
+    /// The first ticket completes once the operation has run in its place in the store's
+    /// order (later operations see its effect), the second once it is durable. The engine
+    /// presents on the first and finishes on the second (docs/architecture.md, "Firing").
     func fireApplied(key: Int64, at date: Date, nextFire: Date?, keepPending: Bool, deliver: Bool) -> (applied: StoreTicket<FireOutcome?>, durable: StoreTicket<FireOutcome?>)
     /// The scheduler's step for a due queue entry, in one operation: reads the request with
     /// `key` (nil when it is gone or now fires at another date than `due`), and fires it at
@@ -181,9 +179,4 @@ extension DeviceStore {
         addPending(request, for: bundleIdentifier, nextFire: nextFire, limit: limit)
     }
 
-    /// A store whose operations are durable when they complete has one ticket for both.
-    public func fireApplied(key: Int64, at date: Date, nextFire: Date?, keepPending: Bool, deliver: Bool) -> (applied: StoreTicket<FireOutcome?>, durable: StoreTicket<FireOutcome?>) {
-        let ticket = fire(key: key, at: date, nextFire: nextFire, keepPending: keepPending, deliver: deliver)
-        return (ticket, ticket)
-    }
 }

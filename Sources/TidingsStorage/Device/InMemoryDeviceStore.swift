@@ -251,8 +251,9 @@ public final class InMemoryDeviceStore: DeviceStore {
         .value(state.withLock { $0.locationPending() })
     }
 
-    public func fire(key: Int64, at date: Date, nextFire: Date?, keepPending: Bool, deliver: Bool) -> StoreTicket<FireOutcome?> {
-        .value(state.withLock { $0.fire(key: key, at: date, nextFire: nextFire, keepPending: keepPending, deliver: deliver) })
+    public func fireApplied(key: Int64, at date: Date, nextFire: Date?, keepPending: Bool, deliver: Bool) -> (applied: StoreTicket<FireOutcome?>, durable: StoreTicket<FireOutcome?>) {
+        let ticket = StoreTicket<FireOutcome?>.value(state.withLock { $0.fire(key: key, at: date, nextFire: nextFire, keepPending: keepPending, deliver: deliver) })
+        return (ticket, ticket)
     }
 
     public func fireDue(key: Int64, due: Date, at date: Date, decide: @escaping @Sendable (PendingRecord) -> FireWrite?) -> (applied: StoreTicket<DueFire?>, durable: StoreTicket<DueFire?>) {
