@@ -129,6 +129,7 @@ let package = Package(
             dependencies: [
                 "TidingsCore", "TidingsIPC", "TidingsEngine", "TidingsStorage", "TidingsSQLite", "TidingsDevice",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -46,7 +46,8 @@ public final class NotificationTestSystem: Sendable {
         pendingLimit: Int? = nil,
         timeZone: TimeZone = TimeZone(identifier: "UTC")!,
         clock: TestWallClock = TestWallClock(),
-        directory: URL? = nil
+        directory: URL? = nil,
+        serviceExtensions: (any ServiceExtensionRunning)? = nil
     ) async throws -> NotificationTestSystem {
         let directory = directory ?? FileManager.default.temporaryDirectory.appendingPathComponent("tidings-test-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -62,7 +63,7 @@ public final class NotificationTestSystem: Sendable {
             clock: clock, store: store,
             attachments: AttachmentStore(root: directory.appendingPathComponent("attachments")),
             consent: consent, presenters: [presenter], launcher: launcher,
-            pendingLimit: pendingLimit, timeZone: timeZone, logger: logger)
+            pendingLimit: pendingLimit, timeZone: timeZone, serviceExtensions: serviceExtensions, logger: logger)
         let engine = NotificationEngine(configuration: configuration)
         let system = NotificationTestSystem(clock: clock, engine: engine, presenter: presenter, launcher: launcher, directory: directory)
         try await engine.recover()

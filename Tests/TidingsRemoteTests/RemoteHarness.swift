@@ -43,9 +43,10 @@ final class RemoteHarness: Sendable {
         self.gatewayTask = gatewayTask
     }
 
-    static func start(storagePolicy: StoragePolicy = .all, backgroundBudget: Int = 3, connect: Bool = true) async throws -> RemoteHarness {
+    static func start(storagePolicy: StoragePolicy = .all, backgroundBudget: Int = 3, connect: Bool = true,
+                      serviceExtensions: (any ServiceExtensionRunning)? = nil) async throws -> RemoteHarness {
         let clock = TestWallClock(now: Date())
-        let system = try await NotificationTestSystem.start(storage: .sqlite, clock: clock)
+        let system = try await NotificationTestSystem.start(storage: .sqlite, clock: clock, serviceExtensions: serviceExtensions)
         var configuration = GatewayConfiguration(dataDirectory: system.directory.appendingPathComponent("gateway"))
         configuration.providerPort = 0
         configuration.devicePort = 0

@@ -250,6 +250,60 @@ struct RemoteNotificationTests {
         _ = await engine.receiveRemote(push("m2", #"{"aps":{"alert":"plain"}}"#))
         #expect(runner.calls == ["m1"])
     }
+
+    @Test @MainActor func oneAppsSlowServiceExtensionHoldsUpOnlyThatApp() async throws {
+        let runner = GatedRunner()
+        let h = try await RemoteHarness.start(serviceExtensions: runner)
+        defer { Task { await h.stop() } }
+        let other = "com.example.remote.other"
+        try await h.gateway.register(app: GatewayAppRecord(bundleID: other, teamID: RemoteHarness.teamID, storagePolicy: .all,
+                                                           createdAt: EpochMilliseconds(h.clock.now.timeIntervalSince1970 * 1000)))
+        _ = try await h.install(extensions: [AppExtensionRecord(bundleIdentifier: RemoteHarness.bundleID + ".service", point: .service, executable: "/usr/bin/true")])
+        _ = try await h.install(other)
+        let slowApp = try await h.launchApp(notificationDelegate: RecordingNotificationDelegate(), appDelegate: nil)
+        let otherApp = try await h.launchApp(other, notificationDelegate: RecordingNotificationDelegate(), appDelegate: nil)
+        let slowToken: Data = try await slowApp.application.deviceTokenForRemoteNotifications()
+        let otherToken: Data = try await otherApp.application.deviceTokenForRemoteNotifications()
+
+        let mutable = #"{"aps":{"alert":"slow","mutable-content":1}}"#
+        #expect(try await h.push(token: slowToken, body: mutable, apnsID: "00000000-0000-4000-8000-000000000001").status == 200)
+        #expect(await eventually { runner.waiting == 1 }, "the slow app's extension holds its first push")
+        #expect(try await h.push(token: slowToken, body: #"{"aps":{"alert":"after"}}"#, apnsID: "00000000-0000-4000-8000-000000000002").status == 200)
+        #expect(try await h.push(token: otherToken, body: #"{"aps":{"alert":"other"}}"#, apnsID: "00000000-0000-4000-8000-000000000003", topic: other).status == 200)
+        #expect(await eventually { h.system.presenter.presentedIdentifiers == ["00000000-0000-4000-8000-000000000003"] },
+                "the other app's push is shown while the first app's extension runs; that app's later push waits behind it")
+        runner.release()
+        #expect(await eventually { h.system.presenter.presentedIdentifiers.count == 3 })
+        #expect(h.system.presenter.presentedIdentifiers == ["00000000-0000-4000-8000-000000000003",
+                                                            "00000000-0000-4000-8000-000000000001", "00000000-0000-4000-8000-000000000002"])
+        withExtendedLifetime((slowApp, otherApp)) {}
+    }
+}
+
+/// A service extension test double that holds every request until `release()`.
+final class GatedRunner: ServiceExtensionRunning {
+    private let state = Mutex<(waiting: [CheckedContinuation<Void, Never>], open: Bool)>(([], false))
+    var waiting: Int { state.withLock { $0.waiting.count } }
+
+    func modify(_ request: NotificationRequestValue, app: AppRecord, extension: AppExtensionRecord) async -> ServiceExtensionOutcome {
+        await withCheckedContinuation { continuation in
+            let open = state.withLock { state -> Bool in
+                if !state.open { state.waiting.append(continuation) }
+                return state.open
+            }
+            if open { continuation.resume() }
+        }
+        return ServiceExtensionOutcome(content: request.content)
+    }
+
+    func release() {
+        let waiting = state.withLock { state in
+            state.open = true
+            defer { state.waiting.removeAll() }
+            return state.waiting
+        }
+        for continuation in waiting { continuation.resume() }
+    }
 }
 
 /// A service extension test double: "decrypts" `cipher` (reversed text) into the body.

@@ -1,4 +1,5 @@
 import Crypto
+import DequeModule
 import Foundation
 import Logging
 import TidingsCore
@@ -57,6 +58,16 @@ public actor GatewayLink: RemoteNotificationLink {
     private var pendingEvents: [(DeviceDeliveryEvent, String)] = []
     private let work: AsyncStream<Void>.Continuation
     private let workStream: AsyncStream<Void>
+    /// Pushes handed to an app's worker and not yet marked processed.
+    private var queued: Set<PushKey> = []
+    /// Per app, the pushes its worker has still to process, in the order received.
+    private var appQueues: [String: Deque<(RemotePush, recovering: Bool)>] = [:]
+
+    private struct PushKey: Hashable {
+        let apnsID: String
+        let sequence: Int64
+        init(_ push: RemotePush) { (apnsID, sequence) = (push.apnsID, push.sequence) }
+    }
 
     /// Opens (creating) the inbox `remote.sqlite` and the device key `device-key.pem` in
     /// `dataDirectory`.
@@ -187,28 +198,63 @@ public actor GatewayLink: RemoteNotificationLink {
     }
 
     private func processLoop() async {
-        for await _ in workStream {
-            await processInbox(recovering: false)
+        await withDiscardingTaskGroup { group in
+            for await _ in workStream {
+                for bundle in queueUnprocessed(recovering: false) {
+                    group.addTask { await self.processApp(bundle) }
+                }
+            }
         }
     }
 
-    /// Hands every unprocessed push to the engine, in order. After a crash (`recovering`), a
-    /// push whose notification is already in the delivered list is not shown again.
+    /// Hands every unprocessed push to the engine: each app's in the order received, apps
+    /// side by side, so one app's slow service extension holds up only that app's pushes.
+    /// After a crash (`recovering`), a push whose notification is already in the delivered
+    /// list is not shown again. Returns when every push it found has been processed.
     private func processInbox(recovering: Bool) async {
-        guard let pushes = try? inbox.unprocessed() else { return }
-        for push in pushes {
+        await withDiscardingTaskGroup { group in
+            for bundle in queueUnprocessed(recovering: recovering) {
+                group.addTask { await self.processApp(bundle) }
+            }
+        }
+    }
+
+    /// Puts the unprocessed pushes not yet queued behind their apps' earlier ones; returns
+    /// the apps that need a worker.
+    private func queueUnprocessed(recovering: Bool) -> [String] {
+        guard let pushes = try? inbox.unprocessed() else { return [] }
+        var started: [String] = []
+        for push in pushes where queued.insert(PushKey(push)).inserted {
+            if appQueues[push.bundleIdentifier] == nil {
+                appQueues[push.bundleIdentifier] = []
+                started.append(push.bundleIdentifier)
+            }
+            appQueues[push.bundleIdentifier]!.append((push, recovering))
+        }
+        return started
+    }
+
+    /// Processes one app's queued pushes in order until none is left.
+    private func processApp(_ bundle: String) async {
+        while let (push, recovering) = appQueues[bundle]?.popFirst() {
+            let key = PushKey(push)
             if recovering, await engine.hasDeliveredRemote(push) {
                 // Shown (in the list) before the crash: report it, do not show it again.
                 report(.presented, apnsID: push.apnsID)
-                try? inbox.markProcessed(push)
-                continue
+            } else {
+                let outcome = await engine.receiveRemote(push)
+                logger.debug("remote notification", metadata: ["apns-id": "\(push.apnsID)", "outcome": "\(outcome)"])
             }
-            let outcome = await engine.receiveRemote(push)
-            logger.debug("remote notification", metadata: ["apns-id": "\(push.apnsID)", "outcome": "\(outcome)"])
-            do { try inbox.markProcessed(push) } catch {
+            do {
+                try inbox.markProcessed(push)
+                queued.remove(key)
+            } catch {
+                // Stays queued, so this run does not show it again; after a restart the
+                // delivered-list check keeps it from showing twice.
                 logger.error("could not mark a push processed", metadata: ["error": "\(error)"])
             }
         }
+        appQueues[bundle] = nil
     }
 
     // MARK: RemoteNotificationLink
