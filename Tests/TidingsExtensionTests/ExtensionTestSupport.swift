@@ -25,8 +25,14 @@ struct ExtensionHarness {
 
     init(executable: String = Built.fixture, deadline: TimeInterval = ServiceExtensionConfiguration.defaultDeadline,
          grace: TimeInterval = ServiceExtensionConfiguration.defaultGrace,
-         memoryLimit: Int? = ServiceExtensionConfiguration.defaultMemoryLimit, reuse: Bool = true) throws {
+         memoryLimit: Int? = ServiceExtensionConfiguration.defaultMemoryLimit, reuse: Bool = true, behindSymlink: Bool = false) throws {
         directory = URL(fileURLWithPath: "/tmp/tex-\(UUID().uuidString.prefix(8).lowercased())")
+        if behindSymlink {
+            // Everything is reached through a symbolic link to the real directory.
+            let real = directory.path + "-real"
+            try FileManager.default.createDirectory(atPath: real, withIntermediateDirectories: true)
+            try FileManager.default.createSymbolicLink(atPath: directory.path, withDestinationPath: real)
+        }
         let appDirectory = directory.appendingPathComponent("app")
         try FileManager.default.createDirectory(at: appDirectory, withIntermediateDirectories: true)
         attachments = AttachmentStore(root: directory.appendingPathComponent("data/attachments"))
@@ -78,6 +84,7 @@ struct ExtensionHarness {
     func close() async {
         await runner.shutdown()
         try? FileManager.default.removeItem(at: directory)
+        try? FileManager.default.removeItem(atPath: directory.path + "-real")
     }
 }
 

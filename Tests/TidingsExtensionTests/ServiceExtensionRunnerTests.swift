@@ -165,9 +165,10 @@ struct ServiceExtensionRunnerTests {
         await h.close()
     }
 
-    @Test("attachments from the extension land in the app's store; corrupt ones and files outside its container are left out")
-    func attachments() async throws {
-        let h = try ExtensionHarness()
+    @Test("attachments from the extension land in the app's store; corrupt ones and files outside its container are left out",
+          arguments: [false, true])
+    func attachments(behindSymlink: Bool) async throws {
+        let h = try ExtensionHarness(behindSymlink: behindSymlink)
         let outside = h.directory.appendingPathComponent("outside.png")
         try Data([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] + [UInt8](repeating: 0, count: 24)).write(to: outside)
         let outcome = await h.modify(h.request("attach", ["outside": .string(outside.path)]))

@@ -246,9 +246,13 @@ public actor ServiceExtensionRunner: ServiceExtensionRunning {
     private func store(_ files: [AttachmentValue], original: NotificationContentValue, app: AppRecord, container: String) -> (stored: [AttachmentValue], rejected: [String]) {
         var stored: [AttachmentValue] = []
         var rejected: [String] = []
-        let allowed = [container, app.directory].map { root -> String in
-            let resolved = URL(fileURLWithPath: root).standardizedFileURL.resolvingSymlinksInPath().path
-            return resolved.hasSuffix("/") ? resolved : resolved + "/"
+        // Each root as named and with its symbolic links resolved: the data directory may
+        // itself lie behind a link. A file must lie in one root both ways, so a link inside
+        // the container cannot lead to the app's directory or anywhere else.
+        func folder(_ path: String) -> String { path.hasSuffix("/") ? path : path + "/" }
+        let allowed = [container, app.directory].map { root -> (named: String, resolved: String) in
+            let named = URL(fileURLWithPath: root).standardizedFileURL
+            return (folder(named.path), folder(named.resolvingSymlinksInPath().path))
         }
         for file in files {
             if original.attachments.contains(file), attachments.contains(file.path, bundleIdentifier: app.bundleIdentifier) {
@@ -257,7 +261,7 @@ public actor ServiceExtensionRunner: ServiceExtensionRunning {
             }
             let path = URL(fileURLWithPath: file.path).standardizedFileURL.path
             let resolved = URL(fileURLWithPath: path).resolvingSymlinksInPath().path
-            guard file.path.hasPrefix("/"), resolved == path, allowed.contains(where: { path.hasPrefix($0) }) else {
+            guard file.path.hasPrefix("/"), allowed.contains(where: { path.hasPrefix($0.named) && resolved.hasPrefix($0.resolved) }) else {
                 rejected.append("\(file.identifier): \(file.path) is not a file in the extension's container or the app's directory")
                 continue
             }
