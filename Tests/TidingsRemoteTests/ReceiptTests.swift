@@ -12,6 +12,24 @@ import TidingsTesting
 /// gateway sends it again.
 @Suite("Remote receipt", .serialized)
 struct ReceiptTests {
+    @Test @MainActor func processedPushesArePrunedWhileTheDaemonRuns() async throws {
+        let h = try await RemoteHarness.start()
+        defer { Task { await h.stop() } }
+        _ = try await h.install()
+        let app = try await h.launchApp(notificationDelegate: RecordingNotificationDelegate(), appDelegate: nil)
+        let token = try await app.application.deviceTokenForRemoteNotifications()
+        let link = try #require(h.currentLink)
+        #expect(try await h.push(token: token, body: #"{"aps":{"alert":"old"}}"#, apnsID: "00000000-0000-4000-8000-00000000e001").status == 200)
+        #expect(await eventually { h.system.presenter.presentedIdentifiers.count == 1 })
+        #expect(await link.inboxCount == 1)
+        // A month later the daemon is still running; the next push's processing prunes the old row.
+        h.clock.advance(by: 32 * 24 * 3600)
+        #expect(try await h.push(token: token, body: #"{"aps":{"alert":"new"}}"#, apnsID: "00000000-0000-4000-8000-00000000e002").status == 200)
+        #expect(await eventually { h.system.presenter.presentedIdentifiers.count == 2 })
+        #expect(await eventually { await link.inboxCount == 1 }, "only the new push is kept")
+        withExtendedLifetime(app) {}
+    }
+
     @Test @MainActor func durableButUnacknowledgedPushIsShownOnce() async throws {
         let h = try await RemoteHarness.start()
         defer { Task { await h.stop() } }

@@ -58,6 +58,7 @@ public actor GatewayLink: RemoteNotificationLink {
     private var pendingEvents: [(DeviceDeliveryEvent, String)] = []
     private let work: AsyncStream<Void>.Continuation
     private let workStream: AsyncStream<Void>
+    private var nextPrune = Date.distantPast
     /// Pushes handed to an app's worker and not yet marked processed.
     private var queued: Set<PushKey> = []
     /// Per app, the pushes its worker has still to process, in the order received.
@@ -88,7 +89,7 @@ public actor GatewayLink: RemoteNotificationLink {
     /// Runs until cancelled: first hands the engine what was received but not processed
     /// before a crash, then connects and reconnects.
     public func run() async {
-        try? inbox.prune(before: clock.now.addingTimeInterval(-31 * 24 * 3600))
+        pruneIfDue()
         await processInbox(recovering: true)
         await withDiscardingTaskGroup { group in
             group.addTask { await self.processLoop() }
@@ -197,9 +198,21 @@ public actor GatewayLink: RemoteNotificationLink {
         return true
     }
 
+    /// Deletes processed pushes older than 31 days (the gateway keeps a push at most 30, so
+    /// it never sends one again after that), at start and then at most once an hour.
+    private func pruneIfDue() {
+        let now = clock.now
+        guard now >= nextPrune else { return }
+        nextPrune = now.addingTimeInterval(3600)
+        do { try inbox.prune(before: now.addingTimeInterval(-31 * 24 * 3600)) } catch {
+            logger.warning("could not prune the push inbox", metadata: ["error": "\(error)"])
+        }
+    }
+
     private func processLoop() async {
         await withDiscardingTaskGroup { group in
             for await _ in workStream {
+                pruneIfDue()
                 for bundle in queueUnprocessed(recovering: false) {
                     group.addTask { await self.processApp(bundle) }
                 }
@@ -323,6 +336,9 @@ public actor GatewayLink: RemoteNotificationLink {
     }
 
     /// Whether the link is connected now.
+    /// How many pushes the inbox holds, processed or not (for tests).
+    var inboxCount: Int { (try? inbox.count()) ?? -1 }
+
     public var isConnected: Bool {
         if case .connected = phase { return true }
         return false

@@ -113,6 +113,10 @@ final class RemoteInbox: Sendable {
         }
     }
 
+    func count() throws -> Int {
+        try queue.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM push") ?? 0 }
+    }
+
     func addRemoval(_ bundle: String) throws {
         try queue.write { db in try db.execute(sql: "INSERT OR IGNORE INTO pending_removal (bundle) VALUES (?)", arguments: [bundle]) }
     }
