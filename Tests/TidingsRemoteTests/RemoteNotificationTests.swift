@@ -251,6 +251,33 @@ struct RemoteNotificationTests {
         #expect(runner.calls == ["m1"])
     }
 
+    /// After a crash between showing a push and marking it processed, the daemon must know it
+    /// was shown — also when its service extension changed `userInfo` (as SecureMessages does).
+    @Test func aPushChangedByItsExtensionIsKnownAsShown() async throws {
+        let h = try await RemoteHarness.start(connect: false)
+        defer { Task { await h.stop() } }
+        let service = AppExtensionRecord(bundleIdentifier: RemoteHarness.bundleID + ".service", point: .service, executable: "/usr/bin/true")
+        _ = try await h.install(extensions: [service])
+        try await h.authorize()
+        let base = await h.system.engine.configuration
+        let engine = NotificationEngine(configuration: EngineConfiguration(
+            clock: h.clock, store: base.store, attachments: base.attachments,
+            presenters: [h.system.presenter], serviceExtensions: DecryptingRunner(removing: "cipher")))
+        let now = Int64(h.clock.now.timeIntervalSince1970 * 1000)
+        func push(_ id: String, sequence: Int64) -> RemotePush {
+            RemotePush(apnsID: id, sequence: sequence, bundleIdentifier: RemoteHarness.bundleID, pushType: "alert", priority: 10,
+                       collapseID: "chat", expiresAt: now + 60_000, acceptedAt: now,
+                       payload: #"{"aps":{"alert":{"title":"(encrypted)","body":"x"},"mutable-content":1},"cipher":"olleh"}"#)
+        }
+        let shown = push("00000000-0000-4000-8000-00000000f001", sequence: 4)
+        #expect(await engine.receiveRemote(shown) == .delivered(presented: true, wake: nil))
+        let delivered = try await engine.deliveredNotifications(RemoteHarness.bundleID)
+        #expect(delivered.first?.request.content.userInfo["cipher"] == nil, "the extension changed userInfo")
+        #expect(await engine.hasDeliveredRemote(shown))
+        // Another push with the same collapse id (so the same identifier) was not shown yet.
+        #expect(await engine.hasDeliveredRemote(push("00000000-0000-4000-8000-00000000f002", sequence: 5)) == false)
+    }
+
     @Test @MainActor func oneAppsSlowServiceExtensionHoldsUpOnlyThatApp() async throws {
         let runner = GatedRunner()
         let h = try await RemoteHarness.start(serviceExtensions: runner)
@@ -309,7 +336,11 @@ final class GatedRunner: ServiceExtensionRunning {
 /// A service extension test double: "decrypts" `cipher` (reversed text) into the body.
 final class DecryptingRunner: ServiceExtensionRunning {
     private let log = Mutex<[String]>([])
+    private let removing: String?
     var calls: [String] { log.withLock { $0 } }
+
+    /// `removing`: a `userInfo` key the extension takes out, as SecureMessages removes `e2e`.
+    init(removing: String? = nil) { self.removing = removing }
 
     func modify(_ request: NotificationRequestValue, app: AppRecord, extension: AppExtensionRecord) async -> ServiceExtensionOutcome {
         log.withLock { $0.append(request.identifier) }
@@ -317,6 +348,7 @@ final class DecryptingRunner: ServiceExtensionRunning {
         guard case .string(let cipher)? = content.userInfo["cipher"] else { return ServiceExtensionOutcome(content: content, failure: "no cipher") }
         content.body = String(cipher.reversed())
         content.title = "Secret"
+        if let removing { content.userInfo[removing] = nil }
         return ServiceExtensionOutcome(content: content)
     }
 }

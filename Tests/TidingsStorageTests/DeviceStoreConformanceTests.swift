@@ -89,7 +89,9 @@ struct DeviceStoreConformanceTests {
         let outcome = try #require(try await store.fireApplied(key: once.key, at: t0, nextFire: nil, keepPending: false, deliver: true).durable.value)
         #expect(outcome.replacedDelivered == nil)
         #expect(try await store.pending(app).value.isEmpty)
-        _ = try await store.deliver(DeliveredNotificationValue(request: request("y"), date: t0), for: app).value
+        _ = try await store.deliver(DeliveredNotificationValue(request: request("y"), date: t0), for: app, push: "apns-1#7").value
+        #expect(try await store.deliveredPush("y", for: app).value == "apns-1#7")
+        #expect(try await store.deliveredPush("x", for: app).value == nil, "a fired request came from no push")
         let again = try await store.addPending(request("x", title: "two"), for: app, nextFire: t0, limit: nil).value
         let replaced = try await store.fireApplied(key: again.key, at: t0.addingTimeInterval(1), nextFire: nil, keepPending: false, deliver: true).durable.value
         #expect(replaced?.replacedDelivered?.request.content.title == "one")

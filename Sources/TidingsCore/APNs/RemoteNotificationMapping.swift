@@ -6,6 +6,10 @@ public struct RemotePush: Sendable, Hashable, Codable {
     public var apnsID: String
     /// The gateway's sequence number (with `apnsID`, the key the device dedupes by).
     public var sequence: Int64
+
+    /// The push's identity on this device (apns-id and the gateway's sequence), as the
+    /// delivered notification it became records it.
+    public var deliveryKey: String { "\(apnsID)#\(sequence)" }
     /// The app: the topic without its push type's suffix.
     public var bundleIdentifier: String
     public var pushType: String

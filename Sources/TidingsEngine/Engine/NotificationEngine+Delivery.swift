@@ -8,7 +8,7 @@ extension NotificationEngine {
     /// delivered when it goes to the list, apply the badge, and hand it to the presenters.
     /// Returns how it was presented; nil when it was not delivered at all.
     @discardableResult
-    func deliver(_ request: NotificationRequestValue, bundle: String, date: Date, pendingKey: Int64?, nextFire: Date?, keepPending: Bool? = nil) async -> Presentation? {
+    func deliver(_ request: NotificationRequestValue, bundle: String, date: Date, pendingKey: Int64?, nextFire: Date?, keepPending: Bool? = nil, push: String? = nil) async -> Presentation? {
         guard let settings = try? await settings(bundle) else { return nil }
         let notification = DeliveredNotificationValue(request: request, date: date)
         let presentation: Presentation
@@ -39,7 +39,7 @@ extension NotificationEngine {
                 replaced = outcome.replacedDelivered
                 durable = tickets.durable
             } else if presentation.list {
-                replaced = try await store.deliver(notification, for: bundle).value
+                replaced = try await store.deliver(notification, for: bundle, push: push).value
             }
         } catch {
             logger.error("could not record a delivery", metadata: ["app": "\(bundle)", "request": "\(request.identifier)", "error": "\(error)"])

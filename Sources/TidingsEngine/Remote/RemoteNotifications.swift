@@ -114,7 +114,7 @@ extension NotificationEngine {
                 // it has already moved the extension's attachments into the app's
                 // store through the same validation as `add` (docs/service-extensions.md).
             }
-            let presentation = await deliver(request, bundle: bundle, date: clock.now, pendingKey: nil, nextFire: nil)
+            let presentation = await deliver(request, bundle: bundle, date: clock.now, pendingKey: nil, nextFire: nil, push: push.deliveryKey)
             finishedDelivery()
             presented = presentation?.isVisible ?? false
             if presented, let link = remote.link { await link.presented(push) }
@@ -126,12 +126,17 @@ extension NotificationEngine {
         return .delivered(presented: presented, wake: wake)
     }
 
-    /// Whether this push's notification is already in the app's delivered list (same request
-    /// identifier, same payload): how the daemon avoids showing a push twice after a crash.
+    /// Whether this push's notification is already in the app's delivered list: how the
+    /// daemon avoids showing a push twice after a crash. The delivered notification records
+    /// the push it came from, so a service extension's changes do not matter; a notification
+    /// recorded before that (no key) is matched by identifier and payload.
     public func hasDeliveredRemote(_ push: RemotePush) async -> Bool {
         guard let delivered = try? await store.deliveredNotification(push.requestIdentifier, for: push.bundleIdentifier).value,
-              case .push? = delivered.request.trigger,
-              let plan = try? RemoteNotificationMapping.plan(push) else { return false }
+              case .push? = delivered.request.trigger else { return false }
+        if let key = try? await store.deliveredPush(push.requestIdentifier, for: push.bundleIdentifier).value {
+            return key == push.deliveryKey
+        }
+        guard let plan = try? RemoteNotificationMapping.plan(push) else { return false }
         return delivered.request.content.userInfo == plan.userInfo
     }
 

@@ -67,6 +67,11 @@ public final class SQLiteDeviceStore: DeviceStore {
                 CREATE INDEX held_response_app ON held_response(bundle_id, id);
                 """)
         }
+        // The push a delivered notification came from (apns-id and sequence), so that after a
+        // crash the daemon knows it was shown even if a service extension changed it.
+        migrator.registerMigration("device-v2-delivered-push") { db in
+            try db.execute(sql: "ALTER TABLE delivered ADD COLUMN push TEXT")
+        }
         return migrator
     }
 
@@ -311,20 +316,20 @@ public final class SQLiteDeviceStore: DeviceStore {
 
     /// Inserts a delivered notification; one with the same identifier is replaced in place
     /// (it keeps its position in the list).
-    private static func insertDelivered(_ db: Database, _ notification: DeliveredNotificationValue, encodedBody: Data? = nil, bundleIdentifier: String) throws -> DeliveredNotificationValue? {
+    private static func insertDelivered(_ db: Database, _ notification: DeliveredNotificationValue, encodedBody: Data? = nil, bundleIdentifier: String, push: String? = nil) throws -> DeliveredNotificationValue? {
         let identifier = notification.request.identifier
         let existing = try Row.fetchOne(db.cachedStatement(sql: "SELECT seq, date, request FROM delivered WHERE bundle_id = ? AND identifier = ?"),
                                         arguments: [bundleIdentifier, identifier])
         let body = try encodedBody ?? encodeRequest(notification.request)
         if let existing {
-            try db.cachedStatement(sql: "UPDATE delivered SET date = ?, request = ? WHERE bundle_id = ? AND identifier = ?").execute(
-                           arguments: [notification.date.timeIntervalSinceReferenceDate, body, bundleIdentifier, identifier])
+            try db.cachedStatement(sql: "UPDATE delivered SET date = ?, request = ?, push = ? WHERE bundle_id = ? AND identifier = ?").execute(
+                           arguments: [notification.date.timeIntervalSinceReferenceDate, body, push, bundleIdentifier, identifier])
             return DeliveredNotificationValue(request: try decodeRequest(existing["request"]),
                                               date: Date(timeIntervalSinceReferenceDate: existing["date"]))
         }
         let seq = (try Int64.fetchOne(db.cachedStatement(sql: "SELECT MAX(seq) FROM delivered WHERE bundle_id = ?"), arguments: [bundleIdentifier]) ?? 0) + 1
-        try db.cachedStatement(sql: "INSERT INTO delivered (bundle_id, identifier, seq, date, request) VALUES (?, ?, ?, ?, ?)").execute(
-                       arguments: [bundleIdentifier, identifier, seq, notification.date.timeIntervalSinceReferenceDate, body])
+        try db.cachedStatement(sql: "INSERT INTO delivered (bundle_id, identifier, seq, date, request, push) VALUES (?, ?, ?, ?, ?, ?)").execute(
+                       arguments: [bundleIdentifier, identifier, seq, notification.date.timeIntervalSinceReferenceDate, body, push])
         return nil
     }
 
@@ -332,8 +337,14 @@ public final class SQLiteDeviceStore: DeviceStore {
         DeliveredNotificationValue(request: try decodeRequest(row["request"]), date: Date(timeIntervalSinceReferenceDate: row["date"]))
     }
 
-    public func deliver(_ notification: DeliveredNotificationValue, for bundleIdentifier: String) -> StoreTicket<DeliveredNotificationValue?> {
-        writer.submit { db in try Self.insertDelivered(db, notification, bundleIdentifier: bundleIdentifier) }
+    public func deliver(_ notification: DeliveredNotificationValue, for bundleIdentifier: String, push: String?) -> StoreTicket<DeliveredNotificationValue?> {
+        writer.submit { db in try Self.insertDelivered(db, notification, bundleIdentifier: bundleIdentifier, push: push) }
+    }
+
+    public func deliveredPush(_ identifier: String, for bundleIdentifier: String) -> StoreTicket<String?> {
+        writer.submit { db in
+            try String.fetchOne(db.cachedStatement(sql: "SELECT push FROM delivered WHERE bundle_id = ? AND identifier = ?"), arguments: [bundleIdentifier, identifier])
+        }
     }
 
     public func delivered(_ bundleIdentifier: String) -> StoreTicket<[DeliveredNotificationValue]> {

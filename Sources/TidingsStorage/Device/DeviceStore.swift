@@ -157,7 +157,11 @@ public protocol DeviceStore: Sendable {
 
     // Delivered
     /// Records a notification as delivered (remote and immediate ones), replacing one with the same identifier.
-    func deliver(_ notification: DeliveredNotificationValue, for bundleIdentifier: String) -> StoreTicket<DeliveredNotificationValue?>
+    /// `push`: the key of the remote notification it came from (`RemotePush.deliveryKey`).
+    func deliver(_ notification: DeliveredNotificationValue, for bundleIdentifier: String, push: String?) -> StoreTicket<DeliveredNotificationValue?>
+    /// The key of the push the delivered notification with this identifier came from; nil
+    /// when it is not delivered or was not a push (or was recorded before keys were kept).
+    func deliveredPush(_ identifier: String, for bundleIdentifier: String) -> StoreTicket<String?>
     func delivered(_ bundleIdentifier: String) -> StoreTicket<[DeliveredNotificationValue]>
     func deliveredNotification(_ identifier: String, for bundleIdentifier: String) -> StoreTicket<DeliveredNotificationValue?>
     func removeDelivered(_ identifiers: [String], for bundleIdentifier: String) -> StoreTicket<[DeliveredNotificationValue]>

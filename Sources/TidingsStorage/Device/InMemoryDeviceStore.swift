@@ -10,6 +10,8 @@ struct InMemoryDeviceState {
         var pendingByID: [String: Int64] = [:]
         var delivered: [String: DeliveredNotificationValue] = [:]
         var deliveredOrder: [String] = []
+        /// identifier → the push it came from
+        var deliveredPush: [String: String] = [:]
         var badge = 0
     }
 
@@ -118,17 +120,18 @@ struct InMemoryDeviceState {
             state[bundleIdentifier]?.pendingByID[record.request.identifier] = nil
         }
         let notification = DeliveredNotificationValue(request: record.request, date: date)
-        let replaced = deliver ? self.deliver(notification, for: bundleIdentifier) : nil
+        let replaced = deliver ? self.deliver(notification, for: bundleIdentifier, push: nil) : nil
         return FireOutcome(notification: notification, replacedDelivered: replaced)
     }
 
-    mutating func deliver(_ notification: DeliveredNotificationValue, for bundleIdentifier: String) -> DeliveredNotificationValue? {
+    mutating func deliver(_ notification: DeliveredNotificationValue, for bundleIdentifier: String, push: String?) -> DeliveredNotificationValue? {
         var app = state[bundleIdentifier, default: AppState()]
         let identifier = notification.request.identifier
         let replaced = app.delivered[identifier]
         // A replacement keeps its place in the list.
         if replaced == nil { app.deliveredOrder.append(identifier) }
         app.delivered[identifier] = notification
+        app.deliveredPush[identifier] = push
         state[bundleIdentifier] = app
         return replaced
     }
@@ -266,8 +269,15 @@ public final class InMemoryDeviceStore: DeviceStore {
         return (ticket, ticket)
     }
 
-    public func deliver(_ notification: DeliveredNotificationValue, for bundleIdentifier: String) -> StoreTicket<DeliveredNotificationValue?> {
-        .value(state.withLock { $0.deliver(notification, for: bundleIdentifier) })
+    public func deliver(_ notification: DeliveredNotificationValue, for bundleIdentifier: String, push: String?) -> StoreTicket<DeliveredNotificationValue?> {
+        .value(state.withLock { $0.deliver(notification, for: bundleIdentifier, push: push) })
+    }
+
+    public func deliveredPush(_ identifier: String, for bundleIdentifier: String) -> StoreTicket<String?> {
+        .value(state.withLock { state in
+            guard let app = state.state[bundleIdentifier], app.delivered[identifier] != nil else { return nil }
+            return app.deliveredPush[identifier]
+        })
     }
 
     public func delivered(_ bundleIdentifier: String) -> StoreTicket<[DeliveredNotificationValue]> {
