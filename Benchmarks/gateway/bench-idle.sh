@@ -38,4 +38,12 @@ GAUGE=$(curl -s http://127.0.0.1:13198/metrics | awk '/^tidings_gateway_connecte
 echo "connections: $CONNECTED of $N (gateway gauge: $GAUGE) in $((END-START)) s"
 echo "gateway VmRSS: before $BEFORE kB, after $AFTER kB"
 awk -v a="$AFTER" -v b="$BEFORE" -v n="$CONNECTED" 'BEGIN{printf "memory per connection: %.1f kB\n", (a-b)/n}'
+# Where the resident memory is: LazyPageAllocator's slot region (the one anonymous mapping of
+# several GiB), the main malloc heap, other anonymous mappings (malloc's per-thread arenas,
+# thread stacks; an older build's NIOSSL buffers), file-backed (code, SQLite).
+awk '/^[0-9a-f]+-[0-9a-f]+ /{name=$6}
+     /^Size:/{kind = (name=="[heap]") ? "heap" : (name ~ /^\// ? "file" : ($2>=1048576 ? "slots" : "anon"))}
+     /^Rss:/{rss[kind]+=$2}
+     END{printf "gateway RSS by mapping (kB): slot region %d, main heap %d, other anonymous %d, file-backed %d\n",
+         rss["slots"], rss["heap"], rss["anon"], rss["file"]}' /proc/$GW/smaps
 exec 3>&-

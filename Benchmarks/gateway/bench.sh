@@ -8,6 +8,9 @@
 #    alternating with nginx; prints req/s per run and the medians.
 # 2. End to end: the same load while a device is connected and acknowledges; the device side
 #    prints pushes/s and accept → receipt latency p50/p99.
+# 3. Backlog: the device of benchmark 1 (offline so far) connects and receives everything
+#    benchmark 1 stored for it (RUNS × REQUESTS pushes), acknowledging each: the device path
+#    alone (store → device → acks), without the provider API; pushes/s while receiving.
 # Everything listens on 127.0.0.1 only; every process started here is stopped by its PID.
 set -euo pipefail
 RUNS="${1:-5}"
@@ -69,7 +72,7 @@ CERT="$D/tls/gateway-cert.pem"
 JWT="$("$TIDINGS" keys token --key "$WORK/key.p8" --key-id BENCHKEY01 --team TEAM123456)"
 
 # A device registers for a token, then goes offline: benchmark 1 measures durable acceptance only.
-"$DEVICE" device 127.0.0.1 12196 "$CERT" com.example.bench 1 > "$WORK/device0.log" 2>&1 &
+"$DEVICE" device 127.0.0.1 12196 "$CERT" com.example.bench 1 "$WORK/device0.key" > "$WORK/device0.log" 2>&1 &
 DEV=$!; PIDS+=("$DEV")
 for _ in $(seq 100); do grep -q TOKEN "$WORK/device0.log" && break; sleep 0.1; done
 TOKEN="$(awk '/TOKEN/{print $2}' "$WORK/device0.log")"
@@ -97,6 +100,13 @@ TOKEN2="$(awk '/TOKEN/{print $2}' "$WORK/device1.log")"
 r=$(run -H "authorization: bearer $JWT" "https://127.0.0.1:12197/3/device/$TOKEN2"); echo "gateway accept: $r"
 for _ in $(seq 600); do grep -q RECEIVED "$WORK/device1.log" && break; sleep 0.1; done
 grep RECEIVED "$WORK/device1.log" || { echo "device did not receive everything:"; cat "$WORK/device1.log"; }
+kill "$DEV" 2>/dev/null || true
+echo "== 3. backlog: the offline device of benchmark 1 connects and receives the $((RUNS * N)) pushes stored for it"
+"$DEVICE" device 127.0.0.1 12196 "$CERT" com.example.bench "$((RUNS * N))" "$WORK/device0.key" > "$WORK/device2.log" 2>&1 &
+DEV=$!; PIDS+=("$DEV")
+for _ in $(seq 1200); do grep -q RECEIVED "$WORK/device2.log" && break; sleep 0.1; done
+grep RECEIVED "$WORK/device2.log" | sed 's/; latency.*max [0-9]*;/; (latency: since benchmark 1 accepted them, not meaningful);/' || { echo "device did not receive everything:"; cat "$WORK/device2.log"; }
+echo "gateway RSS after the backlog: $(awk '/VmRSS/{print $2, $3}' /proc/$GW/status)"
 kill "$DEV" 2>/dev/null || true
 echo "gateway commits: $(curl -s http://127.0.0.1:12198/metrics | grep -E '^tidings_gateway_commit_(duration_seconds|batch_size)_(sum|count)' | tr '\n' ' ')"
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -109,7 +109,6 @@ public final class DeviceConnection: Sendable {
                         let sync = channel.pipeline.syncOperations
                         try sync.addHandler(try NIOSSLClientHandler(context: sslContext, serverHostname: hostname))
                         try sync.addHandler(ByteToMessageHandler(LengthFieldBasedFrameDecoder(lengthFieldBitLength: .fourBytes)))
-                        try sync.addHandler(LengthFieldPrepender(lengthFieldBitLength: .fourBytes))
                         try sync.addHandler(DeviceClientHandler(shared: shared, key: key, logger: logger))
                     }
                 }
@@ -142,7 +141,9 @@ public final class DeviceConnection: Sendable {
         _ = try await request { id in .removeApp(requestID: id, topic: topic) }
     }
 
-    /// Confirms a push is safely received; the gateway will not send it again.
+    /// Confirms a push is safely received; the gateway will not send it again. Acknowledgements
+    /// made while the connection's event loop is busy go out together, as one `acks` message
+    /// when the gateway accepts it (its `welcome` says so), else as `ack` messages in one write.
     public func acknowledge(_ push: DevicePush) { acknowledge(sequence: push.sequence) }
 
     public func acknowledge(sequence: Int64) {
@@ -164,8 +165,9 @@ public final class DeviceConnection: Sendable {
         try? await channel.closeFuture.get()
     }
 
+    /// Queues a message; what is queued goes out in order, in one write per event-loop turn.
     private func send(_ message: DeviceMessage) {
-        channel.writeAndFlush(channel.allocator.buffer(bytes: message.encoded()), promise: nil)
+        shared.enqueue(message, on: channel)
     }
 
     private func request(_ make: (Int64) -> DeviceMessage) async throws -> DeviceMessage {
@@ -189,7 +191,16 @@ final class DeviceConnectionShared: Sendable {
         var pending: [Int64: CheckedContinuation<DeviceMessage, any Error>] = [:]
         var nextID: Int64 = 1
         var closed = false
+        /// Messages waiting for the event loop, in order; `flushScheduled` while a task to
+        /// write them is queued.
+        var outbound: [DeviceMessage] = []
+        var flushScheduled = false
+        /// The gateway accepts `acks` (its `welcome` said so).
+        var batchedAcks = false
     }
+
+    /// At most this many sequences in one `acks` message.
+    static let maximumAcksPerMessage = 1024
 
     private let state = Mutex(State())
     let pushContinuation: AsyncThrowingStream<DevicePush, any Error>.Continuation
@@ -201,8 +212,52 @@ final class DeviceConnectionShared: Sendable {
     func setWelcome(_ c: CheckedContinuation<String, any Error>) { state.withLock { $0.welcome = c } }
     func setChannel(_ channel: any Channel) { state.withLock { $0.channel = channel } }
 
-    func welcome(_ deviceID: String) {
-        state.withLock { s in defer { s.welcome = nil }; return s.welcome }?.resume(returning: deviceID)
+    func welcome(_ deviceID: String, batchedAcks: Bool) {
+        state.withLock { s in
+            s.batchedAcks = batchedAcks
+            defer { s.welcome = nil }
+            return s.welcome
+        }?.resume(returning: deviceID)
+    }
+
+    func enqueue(_ message: DeviceMessage, on channel: any Channel) {
+        let schedule = state.withLock { s in
+            s.outbound.append(message)
+            if s.flushScheduled { return false }
+            s.flushScheduled = true
+            return true
+        }
+        if schedule { channel.eventLoop.execute { self.writeQueued(to: channel) } }
+    }
+
+    /// On the event loop: everything queued, in order, as one buffer and one flush; runs of
+    /// acknowledgements become `acks` messages when the gateway accepts them.
+    private func writeQueued(to channel: any Channel) {
+        let (messages, batchedAcks) = state.withLock { s in
+            s.flushScheduled = false
+            var taken: [DeviceMessage] = []
+            swap(&taken, &s.outbound)
+            return (taken, s.batchedAcks)
+        }
+        var frames: [UInt8] = []
+        var acks: [Int64] = []
+        func appendAcks() {
+            if acks.count == 1 { DeviceMessage.ack(sequence: acks[0]).appendFrame(to: &frames) }
+            if acks.count > 1 { DeviceMessage.acks(sequences: acks).appendFrame(to: &frames) }
+            acks.removeAll(keepingCapacity: true)
+        }
+        for message in messages {
+            if batchedAcks, case .ack(let sequence) = message {
+                acks.append(sequence)
+                if acks.count == Self.maximumAcksPerMessage { appendAcks() }
+                continue
+            }
+            appendAcks()
+            message.appendFrame(to: &frames)
+        }
+        appendAcks()
+        guard !frames.isEmpty else { return }
+        channel.writeAndFlush(channel.allocator.buffer(bytes: frames), promise: nil)
     }
 
     /// Fails the pending connect; true when it was still pending.
@@ -266,13 +321,13 @@ final class DeviceClientHandler: ChannelInboundHandler {
             do {
                 let signature = try DeviceChallenge.sign(nonce: nonce, with: key)
                 let hello = DeviceMessage.hello(publicKey: Array(key.publicKey.x963Representation), signature: signature)
-                context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(bytes: hello.encoded())), promise: nil)
+                write(hello, context: context)
             } catch {
                 failure = error
                 context.close(promise: nil)
             }
-        case .welcome(let deviceID):
-            shared.welcome(deviceID)
+        case .welcome(let deviceID, let batchedAcks):
+            shared.welcome(deviceID, batchedAcks: batchedAcks)
         case .push(let push):
             shared.pushContinuation.yield(push)
         case .token(let id, _), .appRemoved(let id):
@@ -283,10 +338,17 @@ final class DeviceClientHandler: ChannelInboundHandler {
             failure = DeviceClientError(reason: reason, message: text)
             logger.warning("gateway closed the device channel", metadata: ["reason": "\(reason)", "message": "\(text)"])
         case .ping(let n):
-            context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(bytes: DeviceMessage.pong(n).encoded())), promise: nil)
+            write(.pong(n), context: context)
         default:
             break
         }
+    }
+
+    /// One framed message (the pipeline has no length prepender).
+    private func write(_ message: DeviceMessage, context: ChannelHandlerContext) {
+        var frame: [UInt8] = []
+        message.appendFrame(to: &frame)
+        context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(bytes: frame)), promise: nil)
     }
 
     func channelInactive(context: ChannelHandlerContext) {

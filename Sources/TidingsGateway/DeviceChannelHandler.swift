@@ -4,7 +4,8 @@ import NIOCore
 import TidingsCore
 import TidingsStorage
 
-/// The gateway's side of one device connection (docs/device-protocol.md).
+/// The gateway's side of one device connection (docs/device-protocol.md). It reads and writes
+/// the length-prefixed frames itself, right behind TLS: no frame decoder or prepender handlers.
 final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
@@ -33,6 +34,13 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
     /// Acknowledgements read in this read burst: handed to the committer together at
     /// `channelReadComplete` (one lock and at most one wake-up per burst, not per ack).
     private var pendingAcks: [Int64] = []
+    /// The start of a frame whose rest has not arrived, in a buffer of our own. A copy, so
+    /// that TLS's 32 KiB plaintext buffer is never held after `channelRead` (NIOSSL would copy
+    /// it on its next read); nil whenever a read ended on a frame boundary (idle connections).
+    private var partialFrame: ByteBuffer?
+    /// Longer frames close the connection (device messages are a few hundred bytes; an `acks`
+    /// of 1,024 sequences ≈ 20 kB).
+    static let maximumFrameLength = 1 << 20
 
     init(core: GatewayCore) {
         self.core = core
@@ -59,6 +67,7 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        partialFrame = nil
         flushAcknowledgements()
         handshakeTimeout?.cancel()
         if case .ready(let session) = state {
@@ -69,9 +78,12 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
         context.fireChannelInactive()
     }
 
-    private func send(_ message: DeviceMessage, context: ChannelHandlerContext, flush: Bool = true) {
-        let buffer = context.channel.allocator.buffer(bytes: message.encoded())
-        if flush { context.writeAndFlush(wrapOutboundOut(buffer), promise: nil) } else { context.write(wrapOutboundOut(buffer), promise: nil) }
+    /// Writes one framed message (the pipeline has no length prepender: frames are built here
+    /// and by `DeviceSession`, which puts a whole commit batch in one buffer).
+    private func send(_ message: DeviceMessage, context: ChannelHandlerContext) {
+        var frame: [UInt8] = []
+        message.appendFrame(to: &frame)
+        context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(bytes: frame)), promise: nil)
     }
 
     private func fail(_ message: String, reason: String = "ProtocolError", context: ChannelHandlerContext) {
@@ -82,7 +94,52 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let buffer = unwrapInboundIn(data)
+        var buffer = unwrapInboundIn(data)
+        let plaintext = buffer
+        defer {
+            // NIOSSL hands us its plaintext buffer after resetting its own view of it: once its
+            // frames are handled and any unfinished one copied, nothing needs its bytes, and the
+            // pages they touched (in a `LazyPageAllocator` slot) go back to the system. An idle
+            // connection then holds none of its 32 KiB; the next read faults in what it uses.
+            plaintext.withVeryUnsafeBytes { storage in
+                _ = LazyPageAllocator.releasePages(under: UnsafeRawBufferPointer(rebasing: storage.prefix(plaintext.writerIndex)))
+            }
+        }
+        if var pending = partialFrame {
+            partialFrame = nil
+            pending.writeBuffer(&buffer)
+            readFrames(&pending, context: context)
+            if pending.readableBytes > 0, !isClosed {
+                pending.discardReadBytes()
+                partialFrame = pending
+            }
+        } else {
+            readFrames(&buffer, context: context)
+            if buffer.readableBytes > 0, !isClosed {
+                var copy = context.channel.allocator.buffer(capacity: buffer.readableBytes)
+                copy.writeBuffer(&buffer)
+                partialFrame = copy
+            }
+        }
+    }
+
+    private var isClosed: Bool { if case .closed = state { true } else { false } }
+
+    /// Handles every complete frame in `buffer`, leaving an incomplete one unread.
+    private func readFrames(_ buffer: inout ByteBuffer, context: ChannelHandlerContext) {
+        while !isClosed, let length = buffer.getInteger(at: buffer.readerIndex, as: UInt32.self) {
+            guard length <= Self.maximumFrameLength else {
+                fail("a frame of \(length) bytes is longer than \(Self.maximumFrameLength)", context: context)
+                return
+            }
+            guard buffer.readableBytes >= 4 + Int(length) else { return }
+            buffer.moveReaderIndex(forwardBy: 4)
+            let frame = buffer.readSlice(length: Int(length))!
+            handleFrame(frame, context: context)
+        }
+    }
+
+    private func handleFrame(_ buffer: ByteBuffer, context: ChannelHandlerContext) {
         let message: DeviceMessage
         do { message = try DeviceMessage(decoding: buffer.readableBytesView) } catch {
             fail(error.message, context: context)
@@ -131,7 +188,7 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
             let session = DeviceSession(deviceID: deviceID, channel: context.channel)
             state = .ready(session)
             if let old = core.hub.attach(session) { old.channel.close(promise: nil) }
-            send(.welcome(deviceID: deviceID), context: context)
+            send(.welcome(deviceID: deviceID, batchedAcks: true), context: context)
             logger.debug("device connected")
             let now = core.clock.nowMilliseconds()
             core.blocking(on: context.eventLoop) { try store.pendingPushes(deviceID: deviceID, now: now) }.whenComplete { result in
@@ -143,19 +200,32 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
             }
     }
 
+    private func acknowledged(_ sequence: Int64, session: DeviceSession) {
+        if session.acknowledged(sequence) {
+            pendingAcks.append(sequence)
+        } else {
+            logger.debug("ignored an acknowledgement for a push not in flight", metadata: ["sequence": "\(sequence)"])
+        }
+    }
+
     private func handle(_ message: DeviceMessage, session: DeviceSession, context: ChannelHandlerContext) {
+        // Acknowledgements first, with nothing else set up: they are most of what devices send.
+        switch message {
+        case .ack(let sequence):
+            acknowledged(sequence, session: session)
+            return
+        case .acks(let sequences):
+            for sequence in sequences { acknowledged(sequence, session: session) }
+            return
+        default:
+            break
+        }
         let store = core.store
         let directory = core.directory
         let deviceID = session.deviceID
         let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
         let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
         switch message {
-        case .ack(let sequence):
-            if session.acknowledged(sequence) {
-                pendingAcks.append(sequence)
-            } else {
-                logger.debug("ignored an acknowledgement for a push not in flight", metadata: ["sequence": "\(sequence)"])
-            }
         case .requestToken(let requestID, let topic, let environment):
             guard let bundle = Topic(rawValue: topic) else {
                 send(.error(requestID: requestID, reason: APNsReason.badTopic.rawValue, message: "not a valid topic"), context: context)

@@ -72,15 +72,20 @@ final class DeviceSession: Sendable {
     /// On the event loop: whether the sequence was in flight on this connection.
     func acknowledged(_ sequence: Int64) -> Bool { state.value.acknowledged(sequence) }
 
+    /// One buffer of length-prefixed frames and one flush for the whole batch: TLS seals it
+    /// into as few records as fit (one write per push cost a record, a buffered action and an
+    /// `SSL_write` each).
     private func send(_ pushes: [StoredPush]) {
         guard !pushes.isEmpty else { return }
+        var frames: [UInt8] = []
+        frames.reserveCapacity(pushes.count * 512)
         for p in pushes {
-            let message = DeviceMessage.push(DevicePush(
+            DeviceMessage.push(DevicePush(
                 sequence: p.sequence, apnsID: p.push.apnsID, token: p.push.token, topic: p.push.topic,
                 pushType: PushType(rawValue: p.push.pushType) ?? .alert, priority: Priority(rawValue: p.push.priority) ?? .immediate,
                 collapseID: p.push.collapseID, expiresAt: p.push.expiresAt, acceptedAt: p.push.acceptedAt, payload: p.push.payload))
-            channel.write(channel.allocator.buffer(bytes: message.encoded()), promise: nil)
+            .appendFrame(to: &frames)
         }
-        channel.flush()
+        channel.writeAndFlush(channel.allocator.buffer(bytes: frames), promise: nil)
     }
 }

@@ -234,10 +234,9 @@ public final class Gateway: Service, Sendable {
                 self.track(device: channel)
                 return channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
+                    try sync.addHandler(ReleaseWrittenPagesHandler())  // below TLS: its ciphertext pages
                     try sync.addHandler(NIOSSLServerHandler(context: deviceContext))
-                    try sync.addHandler(ByteToMessageHandler(LengthFieldBasedFrameDecoder(lengthFieldBitLength: .fourBytes)))
-                    try sync.addHandler(LengthFieldPrepender(lengthFieldBitLength: .fourBytes))
-                    try sync.addHandler(DeviceChannelHandler(core: core))
+                    try sync.addHandler(DeviceChannelHandler(core: core))  // reads and writes the frames itself
                 }
             }
             .bind(host: configuration.deviceHost, port: configuration.devicePort).get()

@@ -85,4 +85,63 @@ struct DeviceChannelTests {
         await device.close()
         await h.stop()
     }
+
+    /// A device that acknowledges one push per `ack` message (as before `acks` existed) and one
+    /// that sends several in one `acks` message: both become durable deliveries.
+    @Test func singleAndBatchedAcknowledgementsAreDurable() async throws {
+        let h = try await GatewayHarness.start(store: .sqlite)
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(h.certificatePath))
+        let context = try NIOSSLContext(configuration: tls)
+        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .connect(host: "127.0.0.1", port: h.devicePort) { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let sync = channel.pipeline.syncOperations
+                    try sync.addHandler(try NIOSSLClientHandler(context: context, serverHostname: nil))
+                    try sync.addHandler(ByteToMessageHandler(LengthFieldBasedFrameDecoder(lengthFieldBitLength: .fourBytes)))
+                    try sync.addHandler(LengthFieldPrepender(lengthFieldBitLength: .fourBytes))
+                    return try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
+                }
+            }
+        let key = P256.Signing.PrivateKey()
+        let ids: [String] = try await channel.executeThenClose { inbound, outbound in
+            var frames = inbound.makeAsyncIterator()
+            func next() async throws -> DeviceMessage {
+                guard let frame = try await frames.next() else { throw DeviceClientError.closed }
+                return try DeviceMessage(decoding: frame.readableBytesView)
+            }
+            func send(_ message: DeviceMessage) async throws { try await outbound.write(ByteBuffer(bytes: message.encoded())) }
+            guard case .challenge(let nonce) = try await next() else { Issue.record("no challenge"); return [] }
+            try await send(.hello(publicKey: Array(key.publicKey.x963Representation), signature: try DeviceChallenge.sign(nonce: nonce, with: key)))
+            guard case .welcome(_, let batchedAcks) = try await next() else { Issue.record("no welcome"); return [] }
+            #expect(batchedAcks, "the gateway says it accepts acks")
+            try await send(.requestToken(requestID: 1, topic: GatewayHarness.bundleID, environment: .development))
+            guard case .token(1, let token) = try await next() else { Issue.record("no token"); return [] }
+            let c = try await h.connect()
+            let auth = try h.bearer()
+            var ids: [String] = []
+            for i in 0..<3 {
+                let r = try await c.send(h.request(token: token, authorization: auth, body: #"{"aps":{"alert":"n\#(i)"}}"#))
+                ids.append(try #require(r.apnsID))
+            }
+            await c.close()
+            var pushes: [DevicePush] = []
+            while pushes.count < 3 {
+                if case .push(let p) = try await next() { pushes.append(p) }
+            }
+            #expect(pushes.map(\.apnsID) == ids)
+            try await send(.ack(sequence: pushes[0].sequence))
+            try await send(.acks(sequences: [pushes[1].sequence, pushes[2].sequence]))
+            // Durable before the connection closes (a closed connection would send them again).
+            for id in ids {
+                for _ in 0..<500 {
+                    if try await h.gateway.status(apnsID: id).first?.deliveredAt != nil { break }
+                    try await Task.sleep(for: .milliseconds(10))
+                }
+            }
+            return ids
+        }
+        for id in ids { #expect(try await h.gateway.status(apnsID: id).first?.stage == "delivered", "\(id)") }
+        await h.stop()
+    }
 }

@@ -9,8 +9,9 @@ public enum DeviceMessage: Sendable, Hashable {
     /// Device → server: its P-256 public key (X9.63) and a signature of
     /// `DeviceChallenge.signedBytes(nonce)` (DER or raw).
     case hello(publicKey: [UInt8], signature: [UInt8])
-    /// Server → device: the key was proven; pushes follow.
-    case welcome(deviceID: String)
+    /// Server → device: the key was proven; pushes follow. `batchedAcks`: the gateway accepts
+    /// `acks` (several sequences in one message); old gateways do not say so.
+    case welcome(deviceID: String, batchedAcks: Bool = false)
     /// Device → server: a token for an app topic (the bundle ID) in an environment.
     case requestToken(requestID: Int64, topic: String, environment: APNsEnvironment)
     /// Server → device: the device token for the request.
@@ -23,6 +24,9 @@ public enum DeviceMessage: Sendable, Hashable {
     case push(DevicePush)
     /// Device → server: the push with this sequence number is safely received.
     case ack(sequence: Int64)
+    /// Device → server: several pushes safely received, in one message (only to a gateway
+    /// whose `welcome` said `"acks":true`; `ack` keeps working).
+    case acks(sequences: [Int64])
     /// Device → server: a later stage of a delivered push (`presented`, `answered`).
     case event(apnsID: String, event: String)
     /// Either way: keep-alive and its answer.
@@ -105,12 +109,67 @@ public enum DeviceChallenge {
 extension DeviceMessage {
     /// The JSON text of the message.
     public func encoded() -> [UInt8] {
+        var out: [UInt8] = []
+        encode(into: &out)
+        return out
+    }
+
+    /// Appends one frame: the JSON's length as 4 bytes big-endian, then the JSON.
+    public func appendFrame(to out: inout [UInt8]) {
+        let start = out.count
+        out.append(contentsOf: [0, 0, 0, 0])
+        encode(into: &out)
+        let length = UInt32(truncatingIfNeeded: out.count - start - 4)
+        out[start] = UInt8(truncatingIfNeeded: length >> 24)
+        out[start + 1] = UInt8(truncatingIfNeeded: length >> 16)
+        out[start + 2] = UInt8(truncatingIfNeeded: length >> 8)
+        out[start + 3] = UInt8(truncatingIfNeeded: length)
+    }
+
+    /// Appends the JSON text. The messages of the delivery path (`push`, `ack`, `acks`) are
+    /// written byte by byte; the rest through `JSONValue` (`referenceEncoded`).
+    public func encode(into out: inout [UInt8]) {
+        var w = DeviceJSONWriter(out: out)
+        out = []
+        switch self {
+        case .push(let p):
+            w.raw("{\"type\":\"push\",\"sequence\":"); w.integer(p.sequence)
+            w.raw(",\"apnsID\":"); w.string(p.apnsID)
+            w.raw(",\"token\":"); w.string(p.token)
+            w.raw(",\"topic\":"); w.string(p.topic)
+            w.raw(",\"pushType\":"); w.string(p.pushType.rawValue)
+            w.raw(",\"priority\":"); w.integer(Int64(p.priority.rawValue))
+            if let c = p.collapseID { w.raw(",\"collapseID\":"); w.string(c) }
+            w.raw(",\"expiresAt\":"); w.integer(p.expiresAt)
+            w.raw(",\"acceptedAt\":"); w.integer(p.acceptedAt)
+            w.raw(",\"payload\":"); w.string(utf8: p.payload)
+            w.raw("}")
+        case .ack(let sequence):
+            w.raw("{\"type\":\"ack\",\"sequence\":"); w.integer(sequence); w.raw("}")
+        case .acks(let sequences):
+            w.raw("{\"type\":\"acks\",\"sequences\":[")
+            for (i, s) in sequences.enumerated() {
+                if i > 0 { w.raw(",") }
+                w.integer(s)
+            }
+            w.raw("]}")
+        default:
+            w.out.append(contentsOf: referenceEncoded())
+        }
+        out = w.out
+    }
+
+    /// The JSON text through a `JSONValue` object (keys sorted): the straightforward encoder
+    /// that `encode(into:)` must agree with (tests and the fuzz target compare them).
+    public func referenceEncoded() -> [UInt8] {
         var o: [String: JSONValue] = [:]
         func b64(_ bytes: [UInt8]) -> JSONValue { .string(Data(bytes).base64EncodedString()) }
         switch self {
         case .challenge(let nonce): o = ["type": "challenge", "nonce": b64(nonce)]
         case .hello(let key, let sig): o = ["type": "hello", "publicKey": b64(key), "signature": b64(sig)]
-        case .welcome(let id): o = ["type": "welcome", "deviceID": .string(id)]
+        case .welcome(let id, let batchedAcks):
+            o = ["type": "welcome", "deviceID": .string(id)]
+            if batchedAcks { o["acks"] = .bool(true) }
         case .requestToken(let id, let topic, let env):
             o = ["type": "requestToken", "requestID": .integer(id), "topic": .string(topic), "environment": .string(env.rawValue)]
         case .token(let id, let token): o = ["type": "token", "requestID": .integer(id), "token": .string(token)]
@@ -123,6 +182,7 @@ extension DeviceMessage {
                  "payload": .string(String(decoding: p.payload, as: UTF8.self))]
             if let c = p.collapseID { o["collapseID"] = .string(c) }
         case .ack(let seq): o = ["type": "ack", "sequence": .integer(seq)]
+        case .acks(let seqs): o = ["type": "acks", "sequences": .array(seqs.map { .integer($0) })]
         case .event(let id, let event): o = ["type": "event", "apnsID": .string(id), "event": .string(event)]
         case .ping(let n): o = ["type": "ping", "id": .integer(n)]
         case .pong(let n): o = ["type": "pong", "id": .integer(n)]
@@ -133,48 +193,209 @@ extension DeviceMessage {
         return Array(JSONValue.object(o).jsonText.utf8)
     }
 
-    /// Parses one message; anything malformed is a `DeviceProtocolError`.
+    /// Parses one message; anything malformed is a `DeviceProtocolError`. Walks the top-level
+    /// object once and keeps only the members the protocol names (no dictionary of every
+    /// member); accepts and rejects exactly what `referenceDecoded` does.
     public init(decoding bytes: some Collection<UInt8>) throws(DeviceProtocolError) {
-        guard case .object(let o)? = try? JSONValue(parsing: bytes), let type = o["type"]?.stringValue else {
+        guard let fields = DeviceMessageFields(parsing: Array(bytes)) else {
             throw DeviceProtocolError("not a JSON object with a type")
         }
-        func stringField(_ key: String) throws(DeviceProtocolError) -> String {
-            guard let s = o[key]?.stringValue else { throw DeviceProtocolError("\(type): missing \(key)") }
+        try self.init(fields: fields)
+    }
+
+    /// The straightforward decoder: `JSONValue(parsing:)` into a dictionary, then the same
+    /// field rules. Tests and the fuzz target check that `init(decoding:)` agrees with it.
+    public static func referenceDecoded(_ bytes: some Collection<UInt8>) throws(DeviceProtocolError) -> DeviceMessage {
+        guard case .object(let o)? = try? JSONValue(parsing: bytes) else {
+            throw DeviceProtocolError("not a JSON object with a type")
+        }
+        var fields = DeviceMessageFields()
+        for key in DeviceMessageFields.Key.allCases { fields[key] = o[key.name] }
+        return try DeviceMessage(fields: fields)
+    }
+
+    private init(fields o: DeviceMessageFields) throws(DeviceProtocolError) {
+        guard let type = o[.type]?.stringValue else { throw DeviceProtocolError("not a JSON object with a type") }
+        func stringField(_ key: DeviceMessageFields.Key) throws(DeviceProtocolError) -> String {
+            guard let s = o[key]?.stringValue else { throw DeviceProtocolError("\(type): missing \(key.name)") }
             return s
         }
-        func intField(_ key: String) throws(DeviceProtocolError) -> Int64 {
-            guard case .integer(let i)? = o[key] else { throw DeviceProtocolError("\(type): missing \(key)") }
+        func intField(_ key: DeviceMessageFields.Key) throws(DeviceProtocolError) -> Int64 {
+            guard case .integer(let i)? = o[key] else { throw DeviceProtocolError("\(type): missing \(key.name)") }
             return i
         }
-        func base64Field(_ key: String) throws(DeviceProtocolError) -> [UInt8] {
-            guard let d = Data(base64Encoded: try stringField(key)) else { throw DeviceProtocolError("\(type): \(key) is not base64") }
+        func base64Field(_ key: DeviceMessageFields.Key) throws(DeviceProtocolError) -> [UInt8] {
+            guard let d = Data(base64Encoded: try stringField(key)) else { throw DeviceProtocolError("\(type): \(key.name) is not base64") }
             return Array(d)
         }
         switch type {
-        case "challenge": self = .challenge(nonce: try base64Field("nonce"))
-        case "hello": self = .hello(publicKey: try base64Field("publicKey"), signature: try base64Field("signature"))
-        case "welcome": self = .welcome(deviceID: try stringField("deviceID"))
+        case "challenge": self = .challenge(nonce: try base64Field(.nonce))
+        case "hello": self = .hello(publicKey: try base64Field(.publicKey), signature: try base64Field(.signature))
+        case "welcome": self = .welcome(deviceID: try stringField(.deviceID), batchedAcks: o[.acks] == .bool(true))
         case "requestToken":
-            guard let env = APNsEnvironment(name: try stringField("environment")) else { throw DeviceProtocolError("requestToken: unknown environment") }
-            self = .requestToken(requestID: try intField("requestID"), topic: try stringField("topic"), environment: env)
-        case "token": self = .token(requestID: try intField("requestID"), token: try stringField("token"))
-        case "removeApp": self = .removeApp(requestID: try intField("requestID"), topic: try stringField("topic"))
-        case "appRemoved": self = .appRemoved(requestID: try intField("requestID"))
+            guard let env = APNsEnvironment(name: try stringField(.environment)) else { throw DeviceProtocolError("requestToken: unknown environment") }
+            self = .requestToken(requestID: try intField(.requestID), topic: try stringField(.topic), environment: env)
+        case "token": self = .token(requestID: try intField(.requestID), token: try stringField(.token))
+        case "removeApp": self = .removeApp(requestID: try intField(.requestID), topic: try stringField(.topic))
+        case "appRemoved": self = .appRemoved(requestID: try intField(.requestID))
         case "push":
-            guard let pushType = PushType(rawValue: try stringField("pushType")),
-                  let priority = Priority(rawValue: Int(try intField("priority"))) else { throw DeviceProtocolError("push: bad push type or priority") }
-            self = .push(DevicePush(sequence: try intField("sequence"), apnsID: try stringField("apnsID"), token: try stringField("token"),
-                                    topic: try stringField("topic"), pushType: pushType, priority: priority,
-                                    collapseID: o["collapseID"]?.stringValue, expiresAt: try intField("expiresAt"),
-                                    acceptedAt: try intField("acceptedAt"), payload: Array(try stringField("payload").utf8)))
-        case "ack": self = .ack(sequence: try intField("sequence"))
-        case "event": self = .event(apnsID: try stringField("apnsID"), event: try stringField("event"))
-        case "ping": self = .ping(try intField("id"))
-        case "pong": self = .pong(try intField("id"))
+            guard let pushType = PushType(rawValue: try stringField(.pushType)),
+                  let priority = Priority(rawValue: Int(try intField(.priority))) else { throw DeviceProtocolError("push: bad push type or priority") }
+            self = .push(DevicePush(sequence: try intField(.sequence), apnsID: try stringField(.apnsID), token: try stringField(.token),
+                                    topic: try stringField(.topic), pushType: pushType, priority: priority,
+                                    collapseID: o[.collapseID]?.stringValue, expiresAt: try intField(.expiresAt),
+                                    acceptedAt: try intField(.acceptedAt), payload: Array(try stringField(.payload).utf8)))
+        case "ack": self = .ack(sequence: try intField(.sequence))
+        case "acks":
+            guard case .array(let items)? = o[.sequences] else { throw DeviceProtocolError("acks: missing sequences") }
+            var sequences: [Int64] = []
+            sequences.reserveCapacity(items.count)
+            for item in items {
+                guard case .integer(let s) = item else { throw DeviceProtocolError("acks: a sequence is not an integer") }
+                sequences.append(s)
+            }
+            self = .acks(sequences: sequences)
+        case "event": self = .event(apnsID: try stringField(.apnsID), event: try stringField(.event))
+        case "ping": self = .ping(try intField(.id))
+        case "pong": self = .pong(try intField(.id))
         case "error":
-            let id: Int64? = if case .integer(let i)? = o["requestID"] { i } else { nil }
-            self = .error(requestID: id, reason: try stringField("reason"), message: o["message"]?.stringValue ?? "")
+            let id: Int64? = if case .integer(let i)? = o[.requestID] { i } else { nil }
+            self = .error(requestID: id, reason: try stringField(.reason), message: o[.message]?.stringValue ?? "")
         default: throw DeviceProtocolError("unknown message type \(type)")
         }
+    }
+}
+
+/// The members of a device message that the protocol names, parsed from the top-level object
+/// without keeping the others.
+struct DeviceMessageFields {
+    enum Key: Int, CaseIterable {
+        case type, nonce, publicKey, signature, deviceID, acks, requestID, topic, environment, token
+        case sequence, sequences, apnsID, pushType, priority, collapseID, expiresAt, acceptedAt, payload
+        case event, id, reason, message
+
+        /// The member name, as spelled on the wire.
+        var name: String { Key.names[rawValue] }
+
+        static let names = ["type", "nonce", "publicKey", "signature", "deviceID", "acks", "requestID", "topic", "environment",
+                            "token", "sequence", "sequences", "apnsID", "pushType", "priority", "collapseID", "expiresAt",
+                            "acceptedAt", "payload", "event", "id", "reason", "message"]
+    }
+
+    private static let keyBytes: [[UInt8]] = Key.names.map { Array($0.utf8) }
+    private var values = [JSONValue?](repeating: nil, count: Key.allCases.count)
+
+    init() {}
+
+    subscript(key: Key) -> JSONValue? {
+        get { values[key.rawValue] }
+        set { values[key.rawValue] = newValue }
+    }
+
+    /// Parses a JSON text whose top level is an object, as `JSONValue(parsing:)` does (same
+    /// grammar, depth limit, and last value for a repeated key); nil when it would throw or
+    /// the top level is not an object.
+    init?(parsing bytes: [UInt8]) {
+        var parser = JSONParser(bytes: bytes)
+        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { parser.index = 3 }
+        parser.skipWhitespace()
+        guard parser.index < bytes.count, bytes[parser.index] == UInt8(ascii: "{") else {
+            // Not an object: whatever it is, the message is rejected (after the same checks).
+            return nil
+        }
+        do {
+            try parser.enter()
+            parser.index += 1
+            parser.skipWhitespace()
+            if parser.index < bytes.count, bytes[parser.index] == UInt8(ascii: "}") {
+                parser.index += 1
+            } else {
+                members: while true {
+                    parser.skipWhitespace()
+                    guard parser.index < bytes.count, bytes[parser.index] == UInt8(ascii: "\"") else { return nil }
+                    let key = try Self.parseKey(&parser)
+                    parser.skipWhitespace()
+                    guard parser.index < bytes.count, bytes[parser.index] == UInt8(ascii: ":") else { return nil }
+                    parser.index += 1
+                    parser.skipWhitespace()
+                    let value = try parser.parseValue()
+                    if let key { values[key] = value }
+                    parser.skipWhitespace()
+                    guard parser.index < bytes.count else { return nil }
+                    if bytes[parser.index] == UInt8(ascii: ",") { parser.index += 1; continue members }
+                    if bytes[parser.index] == UInt8(ascii: "}") { parser.index += 1; break members }
+                    return nil
+                }
+            }
+            parser.skipWhitespace()
+            guard parser.index == bytes.count else { return nil }
+        } catch {
+            return nil
+        }
+    }
+
+    /// The index of a member name the protocol knows, nil for any other. A plain ASCII name
+    /// is matched on its bytes; one with escapes or non-ASCII is decoded first.
+    private static func parseKey(_ parser: inout JSONParser) throws(JSONParseError) -> Int? {
+        let bytes = parser.bytes
+        let start = parser.index + 1
+        var end = start
+        while end < bytes.count {
+            let b = bytes[end]
+            if b == UInt8(ascii: "\"") || b == UInt8(ascii: "\\") || b < 0x20 || b >= 0x80 { break }
+            end += 1
+        }
+        if end < bytes.count, bytes[end] == UInt8(ascii: "\"") {
+            parser.index = end + 1
+            let name = bytes[start..<end]
+            return keyBytes.firstIndex { $0.count == name.count && $0.elementsEqual(name) }
+        }
+        let name = try parser.parseString()
+        return Key.names.firstIndex(of: name)
+    }
+}
+
+/// Writes JSON text into a byte array: the delivery path's encoder.
+struct DeviceJSONWriter {
+    var out: [UInt8]
+
+    mutating func raw(_ text: StaticString) {
+        out.append(contentsOf: UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+    }
+
+    mutating func integer(_ value: Int64) {
+        out.append(contentsOf: String(value).utf8)
+    }
+
+    mutating func string(_ value: String) {
+        var value = value
+        value.withUTF8 { escaped($0) }
+    }
+
+    /// Bytes as a JSON string; invalid UTF-8 becomes U+FFFD, as `String(decoding:)` does.
+    mutating func string(utf8 bytes: [UInt8]) {
+        if bytes.allSatisfy({ $0 < 0x80 }) {
+            bytes.withUnsafeBufferPointer { escaped($0) }
+        } else {
+            string(String(decoding: bytes, as: UTF8.self))
+        }
+    }
+
+    private mutating func escaped(_ bytes: UnsafeBufferPointer<UInt8>) {
+        out.append(UInt8(ascii: "\""))
+        var runStart = 0
+        for (i, b) in bytes.enumerated() where b == UInt8(ascii: "\"") || b == UInt8(ascii: "\\") || b < 0x20 {
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<i]))
+            switch b {
+            case UInt8(ascii: "\""): raw("\\\"")
+            case UInt8(ascii: "\\"): raw("\\\\")
+            default:
+                let hex: [UInt8] = Array("0123456789abcdef".utf8)
+                out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), hex[Int(b >> 4)], hex[Int(b & 0xF)]])
+            }
+            runStart = i + 1
+        }
+        out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart...]))
+        out.append(UInt8(ascii: "\""))
     }
 }

@@ -3,10 +3,11 @@ import Foundation
 import TidingsCore
 import TidingsDevice
 
-// gateway-bench device HOST PORT CERT TOPIC COUNT
+// gateway-bench device HOST PORT CERT TOPIC COUNT [KEYFILE]
 //   One device: prints "TOKEN <hex>", then receives and acknowledges COUNT pushes and prints
 //   the rate and the accept → receipt latency percentiles (the gateway's acceptedAt vs this
-//   machine's clock: same machine, same clock).
+//   machine's clock: same machine, same clock). KEYFILE: the device key (PEM), made there if
+//   missing, so that a later run is the same device (and gets what was stored for it).
 // gateway-bench idle HOST PORT CERT CONNECTIONS SOURCES
 //   Opens CONNECTIONS device connections from the comma-separated SOURCES addresses and holds
 //   them; prints "CONNECTED n" and waits for stdin to close.
@@ -19,7 +20,15 @@ guard args.count >= 2 else { fatalError("usage: gateway-bench device|idle …") 
 switch args[1] {
 case "device":
     let (host, port, cert, topic, count) = (args[2], Int(args[3])!, args[4], args[5], Int(args[6])!)
-    let connection = try await DeviceConnection.connect(DeviceClientConfiguration(host: host, port: port, deviceKey: P256.Signing.PrivateKey(), trustRootPaths: [cert]))
+    var key = P256.Signing.PrivateKey()
+    if args.count > 7 {
+        if let pem = try? String(contentsOfFile: args[7], encoding: .utf8) {
+            key = try P256.Signing.PrivateKey(pemRepresentation: pem)
+        } else {
+            try key.pemRepresentation.write(toFile: args[7], atomically: true, encoding: .utf8)
+        }
+    }
+    let connection = try await DeviceConnection.connect(DeviceClientConfiguration(host: host, port: port, deviceKey: key, trustRootPaths: [cert]))
     let token = try await connection.requestToken(topic: topic, environment: .development)
     print("TOKEN \(token.hex)")
     fflush(nil)
