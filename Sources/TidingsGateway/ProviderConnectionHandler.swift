@@ -99,8 +99,9 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
                 return
             }
             if frame.streamID > highestStreamID { highestStreamID = frame.streamID }
-            let fields = headers.headers.lazy.map { (name: $0.name, value: $0.value) }
-            streams[frame.streamID] = StreamState(head: ProviderRequestValidator.validate(headers: fields))
+            var fields = ProviderRequestFields()
+            for field in headers.headers { fields.add(name: field.name, value: field.value) }
+            streams[frame.streamID] = StreamState(head: fields.validate())
             if headers.endStream { finish(frame.streamID, context: context) }
         case .data(let payload):
             let flowControlled = payload.data.readableBytes + (payload.paddingBytes.map { $0 + 1 } ?? 0)
@@ -305,7 +306,12 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
 
     private func respondOK(_ streamID: HTTP2StreamID, apnsID: String) {
         guard let context else { return }
-        let headers: HPACKHeaders = [":status": "200", "apns-id": apnsID]
+        // The apns-id is unique per response: not worth a place in either side's HPACK
+        // dynamic table (inserting it evicted an older one on every response).
+        var headers = HPACKHeaders()
+        headers.reserveCapacity(2)
+        headers.add(name: ":status", value: "200")
+        headers.add(name: "apns-id", value: apnsID, indexing: .nonIndexable)
         context.write(wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers, endStream: true)))), promise: nil)
         needsFlush = true
     }
@@ -313,7 +319,8 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
     private func respond(_ streamID: HTTP2StreamID, apnsID: String, error: APNsError) {
         guard let context else { return }
         if error.reason != .internalServerError { core.metrics.recordRejected(error.reason.rawValue) }
-        let headers: HPACKHeaders = [":status": String(error.status), "content-type": "application/json", "apns-id": apnsID]
+        var headers: HPACKHeaders = [":status": String(error.status), "content-type": "application/json"]
+        headers.add(name: "apns-id", value: apnsID, indexing: .nonIndexable)
         context.write(wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers, endStream: false)))), promise: nil)
         var body = context.channel.allocator.buffer(capacity: 64)
         body.writeString(error.jsonBody)
