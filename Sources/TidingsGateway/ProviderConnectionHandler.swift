@@ -95,12 +95,22 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
         case .headers(let headers):
             if streams[frame.streamID] != nil {
                 // Trailers: the request ends here.
+                var rules = HTTP2HeaderBlockRules(.trailers)
+                for field in headers.headers { rules.add(name: field.name, value: field.value) }
+                guard rules.finish() else { return resetMalformed(frame.streamID, context: context) }
                 if headers.endStream { finish(frame.streamID, context: context) }
                 return
             }
-            if frame.streamID > highestStreamID { highestStreamID = frame.streamID }
+            // One pass over the fields: HTTP/2's rules (NIOHTTP2's own validation is off on
+            // provider connections) and the ones the provider API reads.
+            var rules = HTTP2HeaderBlockRules(.request)
             var fields = ProviderRequestFields()
-            for field in headers.headers { fields.add(name: field.name, value: field.value) }
+            for field in headers.headers {
+                rules.add(name: field.name, value: field.value)
+                fields.add(name: field.name, value: field.value)
+            }
+            guard rules.finish() else { return resetMalformed(frame.streamID, context: context) }
+            if frame.streamID > highestStreamID { highestStreamID = frame.streamID }
             streams[frame.streamID] = StreamState(head: fields.validate())
             if headers.endStream { finish(frame.streamID, context: context) }
         case .data(let payload):
@@ -140,6 +150,15 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
     func channelReadComplete(context: ChannelHandlerContext) {
         flushIfNeeded()
         context.fireChannelReadComplete()
+    }
+
+    /// A malformed header block (RFC 9113 § 8.1.1): the stream is reset with `PROTOCOL_ERROR`,
+    /// as NIOHTTP2 does when its own validation is on.
+    private func resetMalformed(_ streamID: HTTP2StreamID, context: ChannelHandlerContext) {
+        streams[streamID] = nil
+        context.write(wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .rstStream(.protocolError))), promise: nil)
+        needsFlush = true
+        closeIfDrained()
     }
 
     private func flushIfNeeded() {
