@@ -23,10 +23,38 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
 
     private struct StreamState {
         var head: Result<ProviderRequestHead, ProviderRequestError>
+        /// The largest body kept (the push type's limit; 0 after a header error).
+        let bodyLimit: Int
         var body: ByteBuffer?
         var bodyBytes = 0
         /// Flow-controlled bytes received on the stream and not yet given back.
         var unacknowledged = 0
+
+        init(head: Result<ProviderRequestHead, ProviderRequestError>) {
+            self.head = head
+            if case .success(let h) = head { bodyLimit = h.maximumPayloadSize } else { bodyLimit = 0 }
+        }
+
+        /// One DATA frame: the body grows (up to the push type's limit; beyond it only the
+        /// count, for `PayloadTooLarge`); `windowUpdate` is set when the stream's credit is due.
+        /// Returns true (a value, so that optional chaining on the dictionary tells a known stream).
+        mutating func received(_ payload: HTTP2Frame.FramePayload.Data, flowControlled: Int, windowUpdateThreshold: Int,
+                               windowUpdate: inout Int) -> Bool {
+            if !payload.endStream {
+                unacknowledged += flowControlled
+                if unacknowledged >= windowUpdateThreshold {
+                    windowUpdate = unacknowledged
+                    unacknowledged = 0
+                }
+            }
+            if case .byteBuffer(var chunk) = payload.data, chunk.readableBytes > 0 {
+                bodyBytes += chunk.readableBytes
+                if bodyBytes <= bodyLimit {
+                    if body == nil { body = chunk } else { body!.writeBuffer(&chunk) }
+                }
+            }
+            return true
+        }
     }
 
     /// Without child channels nobody else returns flow-control credit: the handler sends
@@ -121,22 +149,17 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
                 connectionUnacknowledged = 0
                 needsFlush = true
             }
-            guard var stream = streams[frame.streamID] else { return }
-            if !payload.endStream {
-                stream.unacknowledged += flowControlled
-                if stream.unacknowledged >= Self.windowUpdateThreshold {
-                    context.write(wrapOutboundOut(HTTP2Frame(streamID: frame.streamID, payload: .windowUpdate(windowSizeIncrement: stream.unacknowledged))), promise: nil)
-                    stream.unacknowledged = 0
-                    needsFlush = true
-                }
+            // The stream's state is changed in place (a copy out of the dictionary and back
+            // retained and released every string of the request's head per DATA frame).
+            var windowUpdate = 0
+            let known: Bool? = streams[frame.streamID]?.received(payload, flowControlled: flowControlled,
+                                                                 windowUpdateThreshold: Self.windowUpdateThreshold,
+                                                                 windowUpdate: &windowUpdate)
+            guard known != nil else { return }
+            if windowUpdate > 0 {
+                context.write(wrapOutboundOut(HTTP2Frame(streamID: frame.streamID, payload: .windowUpdate(windowSizeIncrement: windowUpdate))), promise: nil)
+                needsFlush = true
             }
-            if case .byteBuffer(var chunk) = payload.data, chunk.readableBytes > 0 {
-                stream.bodyBytes += chunk.readableBytes
-                if case .success(let head) = stream.head, stream.bodyBytes <= head.maximumPayloadSize {
-                    if stream.body == nil { stream.body = chunk } else { stream.body!.writeBuffer(&chunk) }
-                }
-            }
-            streams[frame.streamID] = stream
             if payload.endStream { finish(frame.streamID, context: context) }
         case .rstStream:
             streams[frame.streamID] = nil
