@@ -5,7 +5,10 @@
 #
 # 1. Durable acceptance: h2load -c 4 -m 64, POST of body.json (~330 bytes) with a valid JWT to
 #    /3/device/<token> of an offline device (every 200 is a committed SQLite row), RUNS runs
-#    alternating with nginx; prints req/s per run and the medians.
+#    alternating with nginx; prints req/s and server CPU µs per request (user + system, all
+#    threads: less sensitive than req/s to what else runs on the machine) per run, and the
+#    medians. PERF=<file> profiles the gateway during its first run (perf record -F 499 -g,
+#    PERF_SECONDS, default 12). E2E=0 skips benchmark 2.
 # 2. End to end: the same load while a device is connected and acknowledges; the device side
 #    prints pushes/s and accept → receipt latency p50/p99.
 # 3. Backlog: the device of benchmark 1 (offline so far) connects and receives everything
@@ -16,6 +19,14 @@ set -euo pipefail
 RUNS="${1:-5}"
 N="${2:-200000}"
 THREADS="${3:-0}"
+# Ports (127.0.0.1): NGINX_PORT, and the gateway's provider GW_PORT, device GW_PORT-1, admin GW_PORT+1.
+# Change them when someone else on the machine runs this script at the same time.
+NGINX_PORT="${NGINX_PORT:-18443}"
+GW_PORT="${GW_PORT:-12197}"
+DEV_PORT=$((GW_PORT - 1)); ADMIN_PORT=$((GW_PORT + 1))
+for p in "$NGINX_PORT" "$GW_PORT" "$DEV_PORT" "$ADMIN_PORT"; do
+  if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then echo "port $p is in use (another benchmark?): set NGINX_PORT / GW_PORT" >&2; exit 1; fi
+done
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 HERE="$ROOT/Benchmarks/gateway"
 WORK="${BENCH_WORK:-$ROOT/.build-bench-work}"
@@ -36,7 +47,7 @@ TIDINGS="${TIDINGS:-$ROOT/.build-bench/release/tidings}"
 DEVICE="${DEVICE:-$ROOT/.build-bench/release/gateway-bench}"
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 
-echo "== nginx on 127.0.0.1:18443"
+echo "== nginx on 127.0.0.1:$NGINX_PORT"
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$WORK/nginx/key.pem" -out "$WORK/nginx/cert.pem" \
   -days 30 -subj /CN=localhost -addext "subjectAltName=IP:127.0.0.1,DNS:localhost" 2>/dev/null
 cat > "$WORK/nginx/nginx.conf" <<NGINX
@@ -51,7 +62,7 @@ http {
     http2_max_concurrent_streams 1000;
     keepalive_requests 10000000;
     server {
-        listen 127.0.0.1:18443 ssl http2;
+        listen 127.0.0.1:$NGINX_PORT ssl http2;
         ssl_certificate     $WORK/nginx/cert.pem;
         ssl_certificate_key $WORK/nginx/key.pem;
         ssl_protocols TLSv1.2 TLSv1.3;
@@ -61,18 +72,19 @@ http {
 NGINX
 nginx -c "$WORK/nginx/nginx.conf" -p "$WORK/nginx/"
 
-echo "== gateway on 127.0.0.1:12197"
+echo "== gateway on 127.0.0.1:$GW_PORT"
 D="$WORK/gateway"
 "$TIDINGS" keys create --data-dir "$D" --team TEAM123456 --key-id BENCHKEY01 -o "$WORK/key.p8" --app com.example.bench --storage-policy all >/dev/null
-"$TIDINGS" gateway --data-dir "$D" --listen 127.0.0.1:12197 --device-listen 127.0.0.1:12196 --admin-listen 127.0.0.1:12198 \
+"$TIDINGS" gateway --data-dir "$D" --listen 127.0.0.1:$GW_PORT --device-listen 127.0.0.1:$DEV_PORT --admin-listen 127.0.0.1:$ADMIN_PORT \
   --device-rate-limit 0 --threads "$THREADS" --log-level error > "$WORK/gateway.log" 2>&1 &
 GW=$!; PIDS+=("$GW")
-for _ in $(seq 100); do curl -s -o /dev/null http://127.0.0.1:12198/healthz && break; sleep 0.1; done
+for _ in $(seq 100); do curl -s -o /dev/null http://127.0.0.1:$ADMIN_PORT/healthz && break; sleep 0.1; done
+kill -0 "$GW" 2>/dev/null || { echo "the gateway exited:"; cat "$WORK/gateway.log"; exit 1; }
 CERT="$D/tls/gateway-cert.pem"
 JWT="$("$TIDINGS" keys token --key "$WORK/key.p8" --key-id BENCHKEY01 --team TEAM123456)"
 
 # A device registers for a token, then goes offline: benchmark 1 measures durable acceptance only.
-"$DEVICE" device 127.0.0.1 12196 "$CERT" com.example.bench 1 "$WORK/device0.key" > "$WORK/device0.log" 2>&1 &
+"$DEVICE" device 127.0.0.1 "$DEV_PORT" "$CERT" com.example.bench 1 "$WORK/device0.key" > "$WORK/device0.log" 2>&1 &
 DEV=$!; PIDS+=("$DEV")
 for _ in $(seq 100); do grep -q TOKEN "$WORK/device0.log" && break; sleep 0.1; done
 TOKEN="$(awk '/TOKEN/{print $2}' "$WORK/device0.log")"
@@ -81,33 +93,47 @@ kill "$DEV"; wait "$DEV" 2>/dev/null || true
 H2="-n $N -c 4 -m 64 -d $HERE/body.json -H content-type:application/json -H apns-topic:com.example.bench -H apns-push-type:alert"
 run() { h2load $H2 "$@" 2>&1 | awk '/^finished in/{rps=$4} /^status codes:/{codes=$0} /^requests:/{req=$0} END{print rps, "|", req, "|", codes}'; }
 
+# Server CPU time (user + system, all threads) per request: less sensitive than req/s to what
+# else runs on the machine. cpu PID... prints clock ticks.
+cpu() { for p in "$@"; do awk '{print $14 + $15}' "/proc/$p/stat"; done | awk '{t += $1} END {print t}'; }
+per_request() { awk -v a="$1" -v b="$2" -v n="$N" -v hz="$(getconf CLK_TCK)" 'BEGIN{printf "%.1f", (b - a) / hz * 1e6 / n}'; }
+NGINX_PIDS="$(cat "$WORK/nginx/nginx.pid") $(pgrep -P "$(cat "$WORK/nginx/nginx.pid")" | tr '\n' ' ')"
+
 echo "== 1. durable acceptance vs nginx: h2load -n $N -c 4 -m 64, $(wc -c < "$HERE/body.json")-byte body, $RUNS runs each, alternating"
 : > "$WORK/gw.rps"; : > "$WORK/nginx.rps"
 for i in $(seq "$RUNS"); do
-  r=$(run -H "authorization: bearer $JWT" "https://127.0.0.1:12197/3/device/$TOKEN"); echo "gateway run $i: $r"; echo "$r" | awk '{print $1}' >> "$WORK/gw.rps"
-  r=$(run "https://127.0.0.1:18443/3/device/$TOKEN"); echo "nginx   run $i: $r"; echo "$r" | awk '{print $1}' >> "$WORK/nginx.rps"
+  # PERF=<file>: profile the gateway (perf record -F 499 -g) for PERF_SECONDS (12) of its first run.
+  if [ "$i" = 1 ] && [ -n "${PERF:-}" ]; then (sleep 1; perf record -F 499 -g -p "$GW" -o "$PERF" -- sleep "${PERF_SECONDS:-12}" >/dev/null 2>&1) & fi
+  c0=$(cpu "$GW")
+  r=$(run -H "authorization: bearer $JWT" "https://127.0.0.1:$GW_PORT/3/device/$TOKEN")
+  echo "gateway run $i: $r | $(per_request "$c0" "$(cpu "$GW")") µs CPU/req"; echo "$r" | awk '{print $1}' >> "$WORK/gw.rps"
+  c0=$(cpu $NGINX_PIDS)
+  r=$(run "https://127.0.0.1:$NGINX_PORT/3/device/$TOKEN")
+  echo "nginx   run $i: $r | $(per_request "$c0" "$(cpu $NGINX_PIDS)") µs CPU/req"; echo "$r" | awk '{print $1}' >> "$WORK/nginx.rps"
 done
 median() { sort -n "$1" | awk '{a[NR]=$1} END{print (NR%2==1)? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 GWM=$(median "$WORK/gw.rps"); NGM=$(median "$WORK/nginx.rps")
 echo "median gateway $GWM req/s, nginx $NGM req/s, ratio $(awk -v a="$GWM" -v b="$NGM" 'BEGIN{printf "%.2f", a/b}')"
 echo "gateway RSS after benchmark 1: $(awk '/VmRSS/{print $2, $3}' /proc/$GW/status)"
 
+commits() { echo "gateway commits: $(curl -s http://127.0.0.1:$ADMIN_PORT/metrics | grep -E '^tidings_gateway_commit_(duration_seconds|batch_size)_(sum|count)' | tr '\n' ' ')"; }
+if [ "${E2E:-1}" = 0 ]; then commits; echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"; exit 0; fi  # E2E=0: benchmark 1 only
 echo "== 2. end to end: a connected device acknowledging every push"
-"$DEVICE" device 127.0.0.1 12196 "$CERT" com.example.bench "$N" > "$WORK/device1.log" 2>&1 &
+"$DEVICE" device 127.0.0.1 "$DEV_PORT" "$CERT" com.example.bench "$N" > "$WORK/device1.log" 2>&1 &
 DEV=$!; PIDS+=("$DEV")
 for _ in $(seq 100); do grep -q TOKEN "$WORK/device1.log" && break; sleep 0.1; done
 TOKEN2="$(awk '/TOKEN/{print $2}' "$WORK/device1.log")"
-r=$(run -H "authorization: bearer $JWT" "https://127.0.0.1:12197/3/device/$TOKEN2"); echo "gateway accept: $r"
+r=$(run -H "authorization: bearer $JWT" "https://127.0.0.1:$GW_PORT/3/device/$TOKEN2"); echo "gateway accept: $r"
 for _ in $(seq 600); do grep -q RECEIVED "$WORK/device1.log" && break; sleep 0.1; done
 grep RECEIVED "$WORK/device1.log" || { echo "device did not receive everything:"; cat "$WORK/device1.log"; }
 kill "$DEV" 2>/dev/null || true
 echo "== 3. backlog: the offline device of benchmark 1 connects and receives the $((RUNS * N)) pushes stored for it"
-"$DEVICE" device 127.0.0.1 12196 "$CERT" com.example.bench "$((RUNS * N))" "$WORK/device0.key" > "$WORK/device2.log" 2>&1 &
+"$DEVICE" device 127.0.0.1 "$DEV_PORT" "$CERT" com.example.bench "$((RUNS * N))" "$WORK/device0.key" > "$WORK/device2.log" 2>&1 &
 DEV=$!; PIDS+=("$DEV")
 for _ in $(seq 1200); do grep -q RECEIVED "$WORK/device2.log" && break; sleep 0.1; done
 grep RECEIVED "$WORK/device2.log" | sed 's/; latency.*max [0-9]*;/; (latency: since benchmark 1 accepted them, not meaningful);/' || { echo "device did not receive everything:"; cat "$WORK/device2.log"; }
 echo "gateway RSS after the backlog: $(awk '/VmRSS/{print $2, $3}' /proc/$GW/status)"
 kill "$DEV" 2>/dev/null || true
-echo "gateway commits: $(curl -s http://127.0.0.1:12198/metrics | grep -E '^tidings_gateway_commit_(duration_seconds|batch_size)_(sum|count)' | tr '\n' ' ')"
+commits
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "machine: $(nproc) cores, $(awk '/MemTotal/{print $2/1024/1024 " GiB"}' /proc/meminfo), $(uname -r), $(swift --version 2>&1 | head -1)"

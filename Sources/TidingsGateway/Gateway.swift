@@ -214,7 +214,11 @@ public final class Gateway: Service, Sendable {
                 return channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
                     if useTLS { try sync.addHandler(NIOSSLServerHandler(context: providerContext)) }
-                    try sync.addHandler(NIOHTTP2Handler(mode: .server, initialSettings: initialSettings))
+                    // Header blocks are validated by ProviderConnectionHandler in its own pass
+                    // (HTTP2HeaderBlockRules, the same rules and the same RST_STREAM); content
+                    // lengths still by NIOHTTP2.
+                    try sync.addHandler(NIOHTTP2Handler(mode: .server, initialSettings: initialSettings,
+                                                        headerBlockValidation: .disabled, contentLengthValidation: .enabled))
                     try sync.addHandler(ProviderConnectionHandler(core: core))
                 }
             }

@@ -23,10 +23,38 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
 
     private struct StreamState {
         var head: Result<ProviderRequestHead, ProviderRequestError>
+        /// The largest body kept (the push type's limit; 0 after a header error).
+        let bodyLimit: Int
         var body: ByteBuffer?
         var bodyBytes = 0
         /// Flow-controlled bytes received on the stream and not yet given back.
         var unacknowledged = 0
+
+        init(head: Result<ProviderRequestHead, ProviderRequestError>) {
+            self.head = head
+            if case .success(let h) = head { bodyLimit = h.maximumPayloadSize } else { bodyLimit = 0 }
+        }
+
+        /// One DATA frame: the body grows (up to the push type's limit; beyond it only the
+        /// count, for `PayloadTooLarge`); `windowUpdate` is set when the stream's credit is due.
+        /// Returns true (a value, so that optional chaining on the dictionary tells a known stream).
+        mutating func received(_ payload: HTTP2Frame.FramePayload.Data, flowControlled: Int, windowUpdateThreshold: Int,
+                               windowUpdate: inout Int) -> Bool {
+            if !payload.endStream {
+                unacknowledged += flowControlled
+                if unacknowledged >= windowUpdateThreshold {
+                    windowUpdate = unacknowledged
+                    unacknowledged = 0
+                }
+            }
+            if case .byteBuffer(var chunk) = payload.data, chunk.readableBytes > 0 {
+                bodyBytes += chunk.readableBytes
+                if bodyBytes <= bodyLimit {
+                    if body == nil { body = chunk } else { body!.writeBuffer(&chunk) }
+                }
+            }
+            return true
+        }
     }
 
     /// Without child channels nobody else returns flow-control credit: the handler sends
@@ -95,12 +123,23 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
         case .headers(let headers):
             if streams[frame.streamID] != nil {
                 // Trailers: the request ends here.
+                var rules = HTTP2HeaderBlockRules(.trailers)
+                for field in headers.headers { rules.add(name: field.name, value: field.value) }
+                guard rules.finish() else { return resetMalformed(frame.streamID, context: context) }
                 if headers.endStream { finish(frame.streamID, context: context) }
                 return
             }
+            // One pass over the fields: HTTP/2's rules (NIOHTTP2's own validation is off on
+            // provider connections) and the ones the provider API reads.
+            var rules = HTTP2HeaderBlockRules(.request)
+            var fields = ProviderRequestFields()
+            for field in headers.headers {
+                rules.add(name: field.name, value: field.value)
+                fields.add(name: field.name, value: field.value)
+            }
+            guard rules.finish() else { return resetMalformed(frame.streamID, context: context) }
             if frame.streamID > highestStreamID { highestStreamID = frame.streamID }
-            let fields = headers.headers.lazy.map { (name: $0.name, value: $0.value) }
-            streams[frame.streamID] = StreamState(head: ProviderRequestValidator.validate(headers: fields))
+            streams[frame.streamID] = StreamState(head: fields.validate())
             if headers.endStream { finish(frame.streamID, context: context) }
         case .data(let payload):
             let flowControlled = payload.data.readableBytes + (payload.paddingBytes.map { $0 + 1 } ?? 0)
@@ -110,22 +149,17 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
                 connectionUnacknowledged = 0
                 needsFlush = true
             }
-            guard var stream = streams[frame.streamID] else { return }
-            if !payload.endStream {
-                stream.unacknowledged += flowControlled
-                if stream.unacknowledged >= Self.windowUpdateThreshold {
-                    context.write(wrapOutboundOut(HTTP2Frame(streamID: frame.streamID, payload: .windowUpdate(windowSizeIncrement: stream.unacknowledged))), promise: nil)
-                    stream.unacknowledged = 0
-                    needsFlush = true
-                }
+            // The stream's state is changed in place (a copy out of the dictionary and back
+            // retained and released every string of the request's head per DATA frame).
+            var windowUpdate = 0
+            let known: Bool? = streams[frame.streamID]?.received(payload, flowControlled: flowControlled,
+                                                                 windowUpdateThreshold: Self.windowUpdateThreshold,
+                                                                 windowUpdate: &windowUpdate)
+            guard known != nil else { return }
+            if windowUpdate > 0 {
+                context.write(wrapOutboundOut(HTTP2Frame(streamID: frame.streamID, payload: .windowUpdate(windowSizeIncrement: windowUpdate))), promise: nil)
+                needsFlush = true
             }
-            if case .byteBuffer(var chunk) = payload.data, chunk.readableBytes > 0 {
-                stream.bodyBytes += chunk.readableBytes
-                if case .success(let head) = stream.head, stream.bodyBytes <= head.maximumPayloadSize {
-                    if stream.body == nil { stream.body = chunk } else { stream.body!.writeBuffer(&chunk) }
-                }
-            }
-            streams[frame.streamID] = stream
             if payload.endStream { finish(frame.streamID, context: context) }
         case .rstStream:
             streams[frame.streamID] = nil
@@ -139,6 +173,15 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
     func channelReadComplete(context: ChannelHandlerContext) {
         flushIfNeeded()
         context.fireChannelReadComplete()
+    }
+
+    /// A malformed header block (RFC 9113 § 8.1.1): the stream is reset with `PROTOCOL_ERROR`,
+    /// as NIOHTTP2 does when its own validation is on.
+    private func resetMalformed(_ streamID: HTTP2StreamID, context: ChannelHandlerContext) {
+        streams[streamID] = nil
+        context.write(wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .rstStream(.protocolError))), promise: nil)
+        needsFlush = true
+        closeIfDrained()
     }
 
     private func flushIfNeeded() {
@@ -305,7 +348,12 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
 
     private func respondOK(_ streamID: HTTP2StreamID, apnsID: String) {
         guard let context else { return }
-        let headers: HPACKHeaders = [":status": "200", "apns-id": apnsID]
+        // The apns-id is unique per response: not worth a place in either side's HPACK
+        // dynamic table (inserting it evicted an older one on every response).
+        var headers = HPACKHeaders()
+        headers.reserveCapacity(2)
+        headers.add(name: ":status", value: "200")
+        headers.add(name: "apns-id", value: apnsID, indexing: .nonIndexable)
         context.write(wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers, endStream: true)))), promise: nil)
         needsFlush = true
     }
@@ -313,7 +361,8 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
     private func respond(_ streamID: HTTP2StreamID, apnsID: String, error: APNsError) {
         guard let context else { return }
         if error.reason != .internalServerError { core.metrics.recordRejected(error.reason.rawValue) }
-        let headers: HPACKHeaders = [":status": String(error.status), "content-type": "application/json", "apns-id": apnsID]
+        var headers: HPACKHeaders = [":status": String(error.status), "content-type": "application/json"]
+        headers.add(name: "apns-id", value: apnsID, indexing: .nonIndexable)
         context.write(wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers, endStream: false)))), promise: nil)
         var body = context.channel.allocator.buffer(capacity: 64)
         body.writeString(error.jsonBody)

@@ -67,6 +67,8 @@ struct APNsProviderTokenTests {
         #expect(m.authenticate(authorization: nil, now: now, lookupKey: lookup) == .failure(APNsError(.missingProviderToken)))
         #expect(m.authenticate(authorization: "bearer ", now: now, lookupKey: lookup) == .failure(APNsError(.missingProviderToken)))
         #expect(m.authenticate(authorization: "Basic abc", now: now, lookupKey: lookup) == .failure(APNsError(.invalidProviderToken)))
+        #expect(m.authenticate(authorization: "bearer\u{0}x", now: now, lookupKey: lookup) == .failure(APNsError(.invalidProviderToken)))
+        #expect(m.authenticate(authorization: "BEARER    ", now: now, lookupKey: lookup) == .failure(APNsError(.missingProviderToken)))
         // Unknown key id, wrong team, wrong signing key.
         #expect(m.authenticate(authorization: try bearer(iat: now, kid: "OTHER"), now: now, lookupKey: lookup) == .failure(APNsError(.invalidProviderToken)))
         #expect(m.authenticate(authorization: try bearer(iat: now, team: "OTHERTEAM"), now: now, lookupKey: lookup) == .failure(APNsError(.invalidProviderToken)))
@@ -85,6 +87,17 @@ struct APNsProviderTokenTests {
         // The same token, cached: not verified again (a lookup that fails proves it), but it ages.
         #expect(m.authenticate(authorization: token, now: now + 50, lookupKey: { _ in nil }) == .success(AuthenticatedProvider(teamID: "TEAM123456", keyID: "ABC123DEFG")))
         #expect(m.authenticate(authorization: token, now: now + 101, lookupKey: lookup) == .failure(APNsError(.expiredProviderToken)))
+    }
+
+    @Test func schemeInAnyCaseAndSpacesBeforeTheToken() throws {
+        var m = machine()
+        let jwt = String(try bearer(iat: now).dropFirst(7))
+        let provider = AuthenticatedProvider(teamID: "TEAM123456", keyID: "ABC123DEFG")
+        #expect(m.authenticate(authorization: "Bearer " + jwt, now: now, lookupKey: { _ in registered() }) == .success(provider))
+        // The same token after another spelling of the scheme is the cached one (no lookup).
+        #expect(m.authenticate(authorization: "BEARER   " + jwt, now: now, lookupKey: { _ in nil }) == .success(provider))
+        // A token that only shares a prefix with the cached one is verified, and fails.
+        #expect(m.authenticate(authorization: "bearer " + jwt + "x", now: now, lookupKey: { _ in nil }) == .failure(APNsError(.invalidProviderToken)))
     }
 
     @Test func refreshLimitAndBinding() throws {

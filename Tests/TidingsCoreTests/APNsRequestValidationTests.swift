@@ -57,9 +57,31 @@ struct APNsRequestValidationTests {
         #expect(reason(headers([(":path", "/3/device/xyz")])) == .badDeviceToken)
         #expect(reason(headers([(":path", "/4/broadcasts/x")])) == .badPath)
         #expect(reason(headers([(":path", "/3/device/ab/cd")])) == .badPath)
+        #expect(reason(headers([(":path", "/3/device")])) == .badPath)
+        #expect(reason(headers([(":path", "/3/Device/\(token)")])) == .badPath)
+        #expect(reason(headers([(":path", "/3/device/?x=1")])) == .missingDeviceToken)
+        #expect(reason(headers([(":path", "/3/device/abc")])) == .badDeviceToken)
+        #expect(reason(headers([(":path", "/3/device/ab\u{e9}")])) == .badDeviceToken)
+        #expect(reason(headers([(":path", nil)])) == .badPath)
         #expect(reason(headers([("apns-expiration", "soon")])) == .badExpirationDate)
         #expect(reason(headers([("apns-push-type", "background"), ("apns-priority", "10")])) == .badPriority)
         #expect(reason(headers([("apns-push-type", "voip")])) == .topicDisallowed)
+    }
+
+    @Test func tokenFromPathIsLowerCasedAndQueryIgnored() throws {
+        let head = try ProviderRequestValidator.validate(headers: headers([(":path", "/3/device/ABCDEF0123?x=/y")])).get()
+        #expect(head.deviceToken.hex == "abcdef0123")
+        // The streaming form, field by field, gives the same head.
+        var fields = ProviderRequestFields()
+        for (name, value) in headers([("apns-id", "EABEAE54-14A8-11E5-B60B-1697F925EC7B")]) { fields.add(name: name, value: value) }
+        let streamed = try fields.validate().get()
+        #expect(streamed.apnsID.rawValue == "EABEAE54-14A8-11E5-B60B-1697F925EC7B")
+        #expect(streamed.deviceToken.hex == token)
+        // Unknown fields are ignored; a field the API reads, twice, is DuplicateHeaders.
+        fields.add(name: "x-extra", value: "1")
+        #expect(fields.validate().isSuccess)
+        fields.add(name: ":path", value: "/3/device/\(token)")
+        #expect((try? fields.validate().get()) == nil)
     }
 
     @Test func bodyRules() throws {

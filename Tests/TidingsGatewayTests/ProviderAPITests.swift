@@ -76,6 +76,41 @@ struct ProviderAPITests {
         await h.stop()
     }
 
+    /// HTTP/2's header-block rules (checked by the gateway's own pass, NIOHTTP2's validation
+    /// being off): a malformed block resets its stream with PROTOCOL_ERROR and nothing is
+    /// stored; the connection goes on.
+    @Test func malformedHeaderBlocksResetTheStream() async throws {
+        let h = try await GatewayHarness.start()
+        let device = try await h.device()
+        let token = try await device.requestToken(topic: GatewayHarness.bundleID, environment: .development).hex
+        var configuration = APNsClientConfiguration(host: "127.0.0.1", port: h.providerPort, useTLS: true, trustRootPaths: [h.certificatePath])
+        configuration.authority = "127.0.0.1"
+        configuration.validatesHeaderBlocks = false
+        let c = try await APNsConnection.connect(configuration)
+        let auth = try h.bearer()
+        #expect(try await c.send(h.request(token: token, authorization: auth)).status == 200)
+        let malformed: [[(String, String)]] = [
+            [("Apns-Priority", "10")],                  // upper case in a name
+            [("apns priority", "10")],                  // not a token
+            [("x-note", "a\r\nb")],                    // CR LF in a value
+            [("connection", "keep-alive")],             // connection-specific
+            [("transfer-encoding", "chunked")],
+            [("te", "gzip")],                           // te other than trailers
+            [(":path", "/3/device/\(token)")],          // a pseudo-header after regular fields, and twice
+            [(":protocol", "websocket")],               // no extended CONNECT
+        ]
+        for extra in malformed {
+            await #expect(throws: APNsClientError.self, "\(extra)") {
+                _ = try await c.send(h.request(token: token, authorization: auth, extra: extra))
+            }
+        }
+        // te: trailers is allowed; the connection still works.
+        #expect(try await c.send(h.request(token: token, authorization: auth, extra: [("te", "trailers")])).status == 200)
+        #expect(try await h.gateway.store.pendingPushes(deviceID: device.deviceID, now: h.nowSeconds * 1000).count == 2)
+        await c.close()
+        await h.stop()
+    }
+
     @Test func bodyAndTokenReasons() async throws {
         let h = try await GatewayHarness.start()
         let now = EpochMilliseconds(h.clock.now.timeIntervalSince1970 * 1000)

@@ -14,18 +14,31 @@ public struct DeviceToken: Sendable, Hashable, CustomStringConvertible {
     /// length or too long → `BadDeviceToken`.
     public init(hex string: some StringProtocol) throws(APNsError) {
         let utf8 = string.utf8
-        if utf8.isEmpty { throw APNsError(.missingDeviceToken) }
-        guard utf8.count % 2 == 0, utf8.count <= DeviceToken.maximumHexLength else { throw APNsError(.badDeviceToken) }
-        var lowered = [UInt8]()
-        lowered.reserveCapacity(utf8.count)
-        for byte in utf8 {
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"): lowered.append(byte)
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): lowered.append(byte + 32)
-            default: throw APNsError(.badDeviceToken)
-            }
+        if let parsed = utf8.withContiguousStorageIfAvailable({ bytes in Result { () throws(APNsError) in try DeviceToken(hexBytes: bytes) } }) {
+            self = try parsed.get()
+        } else {
+            self = try Array(utf8).withUnsafeBufferPointer { bytes throws(APNsError) in try DeviceToken(hexBytes: bytes) }
         }
-        self.hex = String(decoding: lowered, as: UTF8.self)
+    }
+
+    /// The same rules over the UTF-8 bytes of the path component: one pass, one allocation
+    /// (the lower-case string).
+    public init(hexBytes bytes: UnsafeBufferPointer<UInt8>) throws(APNsError) {
+        if bytes.isEmpty { throw APNsError(.missingDeviceToken) }
+        guard bytes.count % 2 == 0, bytes.count <= DeviceToken.maximumHexLength else { throw APNsError(.badDeviceToken) }
+        var valid = true
+        let hex = String(unsafeUninitializedCapacity: bytes.count) { out in
+            for (i, byte) in bytes.enumerated() {
+                switch byte {
+                case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"): out[i] = byte
+                case UInt8(ascii: "A")...UInt8(ascii: "F"): out[i] = byte + 32
+                default: valid = false; return 0
+                }
+            }
+            return bytes.count
+        }
+        guard valid else { throw APNsError(.badDeviceToken) }
+        self.hex = hex
     }
 
     /// A token from raw bytes.

@@ -78,16 +78,21 @@ public struct ProviderAuthenticationStateMachine: Sendable {
         lookupKey: (String) -> ProviderKey?
     ) -> Result<AuthenticatedProvider, APNsError> {
         guard let authorization, !authorization.isEmpty else { return .failure(APNsError(.missingProviderToken)) }
-        guard authorization.utf8.count >= 7, authorization.prefix(7).lowercased() == "bearer " else {
+        // `bearer ` in any case, then spaces, then the token: compared as bytes, so that the
+        // hot path (the connection's current token again) copies nothing.
+        let utf8 = authorization.utf8
+        guard utf8.count >= 7, utf8.prefix(7).elementsEqual("bearer ".utf8, by: { $0 == $1 || ($1 != UInt8(ascii: " ") && $0 | 0x20 == $1) }) else {
             return .failure(APNsError(.invalidProviderToken))
         }
-        let tokenString = String(authorization.dropFirst(7).drop(while: { $0 == " " }))
-        guard !tokenString.isEmpty else { return .failure(APNsError(.missingProviderToken)) }
+        let tokenBytes = utf8.dropFirst(7).drop(while: { $0 == UInt8(ascii: " ") })
+        guard !tokenBytes.isEmpty else { return .failure(APNsError(.missingProviderToken)) }
 
-        if let current, current.tokenString == tokenString {
+        if let current, Self.bytes(of: authorization, from: utf8.distance(from: utf8.startIndex, to: tokenBytes.startIndex),
+                                   equal: current.tokenString) {
             if now - current.issuedAt > configuration.maximumTokenAge { return .failure(APNsError(.expiredProviderToken)) }
             return .success(current.provider)
         }
+        let tokenString = String(Substring(tokenBytes))
 
         let token: ProviderToken
         do { token = try ProviderToken(jwt: tokenString) } catch { return .failure(error) }
@@ -108,5 +113,16 @@ public struct ProviderAuthenticationStateMachine: Sendable {
         current = Current(tokenString: tokenString, issuedAt: token.issuedAt, provider: provider, adoptedAt: now)
         binding = provider
         return .success(provider)
+    }
+
+    /// Whether the UTF-8 bytes of `string` from `offset` on are those of `other`, compared as
+    /// contiguous memory (the generic comparison of two UTF-8 views indexes byte by byte).
+    private static func bytes(of string: String, from offset: Int, equal other: String) -> Bool {
+        var string = string, other = other
+        return string.withUTF8 { a in
+            other.withUTF8 { b in
+                a.count - offset == b.count && UnsafeBufferPointer(rebasing: a[offset...]).elementsEqual(b)
+            }
+        }
     }
 }

@@ -41,55 +41,64 @@ public struct ProviderRequestError: Error, Sendable, Hashable {
     public var apnsIDEcho: String
 }
 
-/// Validates a request head, in the order of the reference's §3.6 (Pushy's mock): repeated
-/// headers, `apns-id`, `:method`, `apns-topic`, `apns-collapse-id`, `apns-priority`,
-/// `apns-push-type`, `:path`, `apns-expiration`, then the combinations (a background push
-/// at priority 10, a topic without its push type's suffix).
-///
-/// `headers` are the HTTP/2 header fields in order, pseudo-headers included; names are
-/// expected in lower case, as HTTP/2 requires.
-public enum ProviderRequestValidator {
-    public static let devicePathPrefix = "/3/device/"
+/// The header fields of one request that the provider API reads, gathered in one pass over
+/// the HTTP/2 header list (`add` per field, then `validate()`): the values are kept as they
+/// came (no copies), names are matched by length first, and nothing is allocated per field.
+public struct ProviderRequestFields: Sendable {
+    var method: String?
+    var path: String?
+    var authorization: String?
+    var apnsID: String?
+    var pushType: String?
+    var expiration: String?
+    var priority: String?
+    var topic: String?
+    var collapseID: String?
+    var duplicate = false
 
-    public static func validate(headers: some Sequence<(name: String, value: String)>) -> Result<ProviderRequestHead, ProviderRequestError> {
-        var method: String?
-        var path: String?
-        var authorization: String?
-        var apnsID: String?
-        var pushType: String?
-        var expiration: String?
-        var priority: String?
-        var topic: String?
-        var collapseID: String?
-        var duplicate = false
+    public init() {}
 
-        @inline(__always) func set(_ slot: inout String?, _ value: String) {
-            if slot != nil { duplicate = true } else { slot = value }
-        }
-        for (name, value) in headers {
-            switch name {
-            case ":method": set(&method, value)
-            case ":path": set(&path, value)
-            case "authorization": set(&authorization, value)
-            case "apns-id": set(&apnsID, value)
-            case "apns-push-type": set(&pushType, value)
-            case "apns-expiration": set(&expiration, value)
-            case "apns-priority": set(&priority, value)
-            case "apns-topic": set(&topic, value)
-            case "apns-collapse-id": set(&collapseID, value)
-            default: continue
+    /// One header field, in the order received; names are expected in lower case, as HTTP/2
+    /// requires. Fields the provider API does not read are ignored.
+    public mutating func add(name: String, value: String) {
+        switch name.utf8.count {
+        case 5: if name == ":path" { Self.set(&path, value, &duplicate) }
+        case 7:
+            if name == ":method" { Self.set(&method, value, &duplicate) } else if name == "apns-id" { Self.set(&apnsID, value, &duplicate) }
+        case 10: if name == "apns-topic" { Self.set(&topic, value, &duplicate) }
+        case 13:
+            if name == "authorization" {
+                Self.set(&authorization, value, &duplicate)
+            } else if name == "apns-priority" {
+                Self.set(&priority, value, &duplicate)
             }
+        case 14: if name == "apns-push-type" { Self.set(&pushType, value, &duplicate) }
+        case 15: if name == "apns-expiration" { Self.set(&expiration, value, &duplicate) }
+        case 16: if name == "apns-collapse-id" { Self.set(&collapseID, value, &duplicate) }
+        default: break
         }
-        let echo = apnsID ?? APNsID.generate().rawValue
+    }
+
+    @inline(__always)
+    private static func set(_ slot: inout String?, _ value: String, _ duplicate: inout Bool) {
+        if slot != nil { duplicate = true } else { slot = value }
+    }
+
+    /// Validates the fields, in the order of the reference's §3.6 (Pushy's mock): repeated
+    /// headers, `apns-id`, `:method`, `apns-topic`, `apns-collapse-id`, `apns-priority`,
+    /// `apns-push-type`, `:path`, `apns-expiration`, then the combinations (a background push
+    /// at priority 10, a topic without its push type's suffix).
+    public func validate() -> Result<ProviderRequestHead, ProviderRequestError> {
+        let generated: APNsID? = apnsID == nil ? APNsID.generate() : nil
         func fail(_ reason: APNsReason) -> Result<ProviderRequestHead, ProviderRequestError> {
-            .failure(ProviderRequestError(error: APNsError(reason), apnsIDEcho: echo))
+            .failure(ProviderRequestError(error: APNsError(reason), apnsIDEcho: apnsID ?? generated!.rawValue))
         }
         if duplicate { return fail(.duplicateHeaders) }
         let id: APNsID
         if let apnsID {
             do { id = try APNsID(header: apnsID) } catch { return fail(error.reason) }
         } else {
-            id = (try? APNsID(header: echo)) ?? APNsID.generate()
+            id = generated!
         }
         guard method == "POST" else { return fail(.methodNotAllowed) }
         guard let topic else { return fail(.missingTopic) }
@@ -110,12 +119,12 @@ public enum ProviderRequestValidator {
         } else {
             parsedPushType = PushType.inferred(fromTopic: topic)
         }
-        guard let path, path.hasPrefix(devicePathPrefix) else { return fail(.badPath) }
-        var tokenPart = path.dropFirst(devicePathPrefix.count)
-        if let query = tokenPart.firstIndex(of: "?") { tokenPart = tokenPart[..<query] }
-        if tokenPart.contains("/") { return fail(.badPath) }
+        guard let path else { return fail(.badPath) }
         let token: DeviceToken
-        do { token = try DeviceToken(hex: tokenPart) } catch { return fail(error.reason) }
+        switch Self.deviceToken(inPath: path) {
+        case .success(let t): token = t
+        case .failure(let error): return fail(error.reason)
+        }
         var parsedExpiration: Expiration?
         if let expiration {
             do { parsedExpiration = try Expiration(header: expiration) } catch { return fail(error.reason) }
@@ -128,6 +137,39 @@ public enum ProviderRequestValidator {
             apnsID: id, deviceToken: token, topic: parsedTopic, bundleID: bundleID, pushType: parsedPushType,
             priority: resolvedPriority, expiration: parsedExpiration, collapseID: parsedCollapseID,
             authorization: authorization))
+    }
+
+    /// The token in `/3/device/<token>[?query]`, compared byte by byte: another path is
+    /// `BadPath`, as is a `/` after the prefix; the token itself as `DeviceToken(hex:)` parses it.
+    static func deviceToken(inPath path: String) -> Result<DeviceToken, APNsError> {
+        var path = path
+        return path.withUTF8 { bytes -> Result<DeviceToken, APNsError> in
+            let prefix: StaticString = "/3/device/"
+            let prefixCount = prefix.utf8CodeUnitCount
+            guard bytes.count >= prefixCount else { return .failure(APNsError(.badPath)) }
+            for i in 0..<prefixCount where bytes[i] != prefix.utf8Start[i] { return .failure(APNsError(.badPath)) }
+            var end = prefixCount
+            while end < bytes.count, bytes[end] != UInt8(ascii: "?") {
+                if bytes[end] == UInt8(ascii: "/") { return .failure(APNsError(.badPath)) }
+                end += 1
+            }
+            let token = UnsafeBufferPointer(rebasing: bytes[prefixCount..<end])
+            do throws(APNsError) { return .success(try DeviceToken(hexBytes: token)) } catch { return .failure(error) }
+        }
+    }
+}
+
+/// Validates a request head (`ProviderRequestFields.validate()` over `headers`).
+///
+/// `headers` are the HTTP/2 header fields in order, pseudo-headers included; names are
+/// expected in lower case, as HTTP/2 requires.
+public enum ProviderRequestValidator {
+    public static let devicePathPrefix = "/3/device/"
+
+    public static func validate(headers: some Sequence<(name: String, value: String)>) -> Result<ProviderRequestHead, ProviderRequestError> {
+        var fields = ProviderRequestFields()
+        for (name, value) in headers { fields.add(name: name, value: value) }
+        return fields.validate()
     }
 
     /// The gateway's check of a complete body: the same rules as `validate(body:for:)`,

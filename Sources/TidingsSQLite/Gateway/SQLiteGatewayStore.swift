@@ -222,8 +222,10 @@ public final class SQLiteGatewayStore: GatewayStore {
                 // Bound by hand on the cached statement: GRDB's `StatementArguments` boxes every
                 // value of every row (twelve per push), the largest per-row cost of the commit.
                 let handle = insert.sqliteStatement
+                var scratch: [UInt8] = []
+                scratch.reserveCapacity(512)
                 for p in pushes {
-                    try Self.bindAndStep(handle, db: db, push: p, storedAt: at)
+                    try Self.bindAndStep(handle, db: db, push: p, storedAt: at, scratch: &scratch)
                     stored.append(StoredPush(sequence: db.lastInsertedRowID, push: p, storedAt: at))
                 }
             }
@@ -235,37 +237,57 @@ public final class SQLiteGatewayStore: GatewayStore {
         }
     }
 
-    private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+    /// `SQLITE_STATIC`: SQLite reads the bound bytes in place during the step; they outlive it.
+    private static let staticBytes: sqlite3_destructor_type? = nil
 
-    private static func bindText(_ statement: SQLiteStatement, _ index: CInt, _ value: String?) -> CInt {
-        guard let value else { return sqlite3_bind_null(statement, index) }
-        return value.withCString { sqlite3_bind_text(statement, index, $0, -1, transient) }
-    }
-
-    private static func bindAndStep(_ s: SQLiteStatement, db: Database, push p: NewPush, storedAt: EpochMilliseconds) throws {
-        var code = bindText(s, 1, p.apnsID)
-        if code == SQLITE_OK { code = bindText(s, 2, p.token) }
-        if code == SQLITE_OK { code = bindText(s, 3, p.deviceID) }
-        if code == SQLITE_OK { code = bindText(s, 4, p.bundleID) }
-        if code == SQLITE_OK { code = bindText(s, 5, p.topic) }
-        if code == SQLITE_OK { code = bindText(s, 6, p.pushType) }
-        if code == SQLITE_OK { code = sqlite3_bind_int64(s, 7, Int64(p.priority)) }
-        if code == SQLITE_OK { code = bindText(s, 8, p.collapseID) }
-        if code == SQLITE_OK { code = sqlite3_bind_int64(s, 9, Int64(p.expiresAt)) }
-        if code == SQLITE_OK {
-            // An empty payload is still a blob, never NULL (the column is NOT NULL).
-            code = p.payload.withUnsafeBytes { bytes in
-                sqlite3_bind_blob(s, 10, bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1), CInt(bytes.count), transient)
+    /// Binds one push and steps. The text columns are copied into one scratch buffer (reused
+    /// across rows) and bound in place with `SQLITE_STATIC`, the payload likewise from its
+    /// array: SQLite's `SQLITE_TRANSIENT` copy meant a `malloc`, a copy and a `free` per column
+    /// per row. The bindings are cleared before the buffers go away.
+    private static func bindAndStep(_ s: SQLiteStatement, db: Database, push p: NewPush, storedAt: EpochMilliseconds,
+                                    scratch: inout [UInt8]) throws {
+        scratch.removeAll(keepingCapacity: true)
+        func append(_ text: String) -> Range<Int> {
+            let start = scratch.count
+            scratch.append(contentsOf: text.utf8)
+            return start..<scratch.count
+        }
+        let apnsID = append(p.apnsID), token = append(p.token), deviceID = append(p.deviceID)
+        let bundleID = append(p.bundleID), topic = append(p.topic), pushType = append(p.pushType)
+        let collapseID = p.collapseID.map(append)
+        let (code, message): (CInt, String?) = scratch.withUnsafeBytes { text in
+            p.payload.withUnsafeBytes { payload in
+                func bindText(_ index: CInt, _ range: Range<Int>?) -> CInt {
+                    guard let range else { return sqlite3_bind_null(s, index) }
+                    // A zero-length text still needs a non-null pointer (NULL would bind NULL).
+                    let start = (text.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!) + range.lowerBound
+                    return sqlite3_bind_text(s, index, start.assumingMemoryBound(to: CChar.self), CInt(range.count), staticBytes)
+                }
+                var code = bindText(1, apnsID)
+                if code == SQLITE_OK { code = bindText(2, token) }
+                if code == SQLITE_OK { code = bindText(3, deviceID) }
+                if code == SQLITE_OK { code = bindText(4, bundleID) }
+                if code == SQLITE_OK { code = bindText(5, topic) }
+                if code == SQLITE_OK { code = bindText(6, pushType) }
+                if code == SQLITE_OK { code = sqlite3_bind_int64(s, 7, Int64(p.priority)) }
+                if code == SQLITE_OK { code = bindText(8, collapseID) }
+                if code == SQLITE_OK { code = sqlite3_bind_int64(s, 9, Int64(p.expiresAt)) }
+                if code == SQLITE_OK {
+                    // An empty payload is still a blob, never NULL (the column is NOT NULL).
+                    code = sqlite3_bind_blob(s, 10, payload.baseAddress ?? UnsafeRawPointer(bitPattern: 1), CInt(payload.count), staticBytes)
+                }
+                if code == SQLITE_OK { code = sqlite3_bind_int64(s, 11, Int64(p.acceptedAt)) }
+                if code == SQLITE_OK { code = sqlite3_bind_int64(s, 12, Int64(storedAt)) }
+                if code == SQLITE_OK {
+                    code = sqlite3_step(s)
+                    if code == SQLITE_DONE { code = SQLITE_OK }
+                }
+                let message = code == SQLITE_OK ? nil : db.lastErrorMessage
+                sqlite3_reset(s)
+                sqlite3_clear_bindings(s)
+                return (code, message)
             }
         }
-        if code == SQLITE_OK { code = sqlite3_bind_int64(s, 11, Int64(p.acceptedAt)) }
-        if code == SQLITE_OK { code = sqlite3_bind_int64(s, 12, Int64(storedAt)) }
-        if code == SQLITE_OK {
-            code = sqlite3_step(s)
-            if code == SQLITE_DONE { code = SQLITE_OK }
-        }
-        let message = code == SQLITE_OK ? nil : db.lastErrorMessage
-        sqlite3_reset(s)
         if code != SQLITE_OK { throw DatabaseError(resultCode: ResultCode(rawValue: code), message: message) }
     }
 
