@@ -11,12 +11,12 @@ import TidingsDevice
 /// The device channel's handshake refuses a device that cannot prove its key.
 @Suite("Device channel", .serialized)
 struct DeviceChannelTests {
-    /// Opens a raw framed TLS connection and returns the messages received after sending `reply(challengeNonce)`.
-    func exchange(_ h: GatewayHarness, reply: @escaping @Sendable ([UInt8]) -> [UInt8]) async throws -> [DeviceMessage] {
+    /// A raw TLS connection to the device channel, framed by length, below `TidingsDevice`.
+    func rawConnection(_ h: GatewayHarness) async throws -> NIOAsyncChannel<ByteBuffer, ByteBuffer> {
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(h.certificatePath))
         let context = try NIOSSLContext(configuration: tls)
-        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+        return try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .connect(host: "127.0.0.1", port: h.devicePort) { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
@@ -26,6 +26,11 @@ struct DeviceChannelTests {
                     return try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
                 }
             }
+    }
+
+    /// Opens a raw framed TLS connection and returns the messages received after sending `reply(challengeNonce)`.
+    func exchange(_ h: GatewayHarness, reply: @escaping @Sendable ([UInt8]) -> [UInt8]) async throws -> [DeviceMessage] {
+        let channel = try await rawConnection(h)
         return try await channel.executeThenClose { inbound, outbound in
             var received: [DeviceMessage] = []
             for try await frame in inbound {
@@ -90,19 +95,7 @@ struct DeviceChannelTests {
     /// that sends several in one `acks` message: both become durable deliveries.
     @Test func singleAndBatchedAcknowledgementsAreDurable() async throws {
         let h = try await GatewayHarness.start(store: .sqlite)
-        var tls = TLSConfiguration.makeClientConfiguration()
-        tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(h.certificatePath))
-        let context = try NIOSSLContext(configuration: tls)
-        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .connect(host: "127.0.0.1", port: h.devicePort) { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    let sync = channel.pipeline.syncOperations
-                    try sync.addHandler(try NIOSSLClientHandler(context: context, serverHostname: nil))
-                    try sync.addHandler(ByteToMessageHandler(LengthFieldBasedFrameDecoder(lengthFieldBitLength: .fourBytes)))
-                    try sync.addHandler(LengthFieldPrepender(lengthFieldBitLength: .fourBytes))
-                    return try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel)
-                }
-            }
+        let channel = try await rawConnection(h)
         let key = P256.Signing.PrivateKey()
         let ids: [String] = try await channel.executeThenClose { inbound, outbound in
             var frames = inbound.makeAsyncIterator()
