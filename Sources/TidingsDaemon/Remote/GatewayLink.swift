@@ -86,11 +86,9 @@ public actor GatewayLink: RemoteNotificationLink {
     /// The gateway's id for this device.
     public nonisolated var deviceID: String { DeviceChallenge.deviceID(publicKey: deviceKey.publicKey) }
 
-    /// Runs until cancelled: first hands the engine what was received but not processed
-    /// before a crash, then connects and reconnects.
+    /// Runs until cancelled: hands the engine what was received but not processed before a
+    /// crash and everything that arrives, while it connects and reconnects.
     public func run() async {
-        pruneIfDue()
-        await processInbox(recovering: true)
         await withDiscardingTaskGroup { group in
             group.addTask { await self.processLoop() }
             group.addTask { await self.connectLoop() }
@@ -209,26 +207,21 @@ public actor GatewayLink: RemoteNotificationLink {
         }
     }
 
-    private func processLoop() async {
-        await withDiscardingTaskGroup { group in
-            for await _ in workStream {
-                pruneIfDue()
-                for bundle in queueUnprocessed(recovering: false) {
-                    group.addTask { await self.processApp(bundle) }
-                }
-            }
-        }
-    }
-
     /// Hands every unprocessed push to the engine: each app's in the order received, apps
     /// side by side, so one app's slow service extension holds up only that app's pushes.
-    /// After a crash (`recovering`), a push whose notification is already in the delivered
-    /// list is not shown again. Returns when every push it found has been processed.
-    private func processInbox(recovering: Bool) async {
+    /// First what was received but not processed before a crash (`recovering`: a push whose
+    /// notification is already in the delivered list is not shown again), then what arrives.
+    private func processLoop() async {
         await withDiscardingTaskGroup { group in
-            for bundle in queueUnprocessed(recovering: recovering) {
-                group.addTask { await self.processApp(bundle) }
-            }
+            var wakes = workStream.makeAsyncIterator()
+            var recovering = true
+            repeat {
+                pruneIfDue()
+                for bundle in queueUnprocessed(recovering: recovering) {
+                    group.addTask { await self.processApp(bundle) }
+                }
+                recovering = false
+            } while await wakes.next() != nil
         }
     }
 

@@ -114,7 +114,7 @@ extension NotificationEngine {
             let timeZone = configuration.timeZone
             let decide: @Sendable (PendingRecord) -> FireWrite? = { record in
                 guard !asked.contains(record.bundleIdentifier), let settings = settings[record.bundleIdentifier], let due = record.nextFire else { return nil }
-                let presentation = settings.isAllowed ? Presentation(settings: settings, content: record.request.content) : .none
+                let presentation = Presentation(settings: settings, content: record.request.content)
                 let next = record.request.trigger.flatMap { TriggerSchedule.nextFire($0, fired: due, now: now, timeZone: timeZone) }
                 return FireWrite(nextFire: next, keepPending: next != nil, deliver: presentation.list)
             }
@@ -186,7 +186,7 @@ extension NotificationEngine {
         let request = due.record.request
         let bundle = due.record.bundleIdentifier
         if write.keepPending, let next = write.nextFire { schedule(FireItem(date: next, key: due.record.key)) }
-        let presentation = entry.settings.map { $0.isAllowed ? Presentation(settings: $0, content: request.content) : .none } ?? .none
+        let presentation = entry.settings.map { Presentation(settings: $0, content: request.content) } ?? .none
         let badgeStored = await show(request, bundle: bundle, notification: outcome.notification, presentation: presentation, replaced: outcome.replacedDelivered != nil)
         let replaced = outcome.replacedDelivered
         let filesMayGo = !(replaced?.request.content.attachments.isEmpty ?? true) || (!request.content.attachments.isEmpty && !write.deliver && !write.keepPending)

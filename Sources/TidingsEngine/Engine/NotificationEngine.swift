@@ -400,12 +400,13 @@ public actor NotificationEngine {
 
     /// Puts the requests the inbox collected in the heap, then lets their replies go.
     func drainAddedInbox() {
-        let entries = addedInbox.take()
-        for entry in entries {
-            if let item = entry.item { schedule(item) }
-            entry.reply()
+        while let entries = addedInbox.takeUnlessEmpty() {
+            for entry in entries {
+                if let item = entry.item { schedule(item) }
+                entry.reply()
+            }
+            addsFinished(entries.count)
         }
-        addsFinished(entries.count)
     }
 
     func added(_ result: PendingReplacement, request: NotificationRequestValue, nextFire: Date?, bundle: String) async {
@@ -462,8 +463,8 @@ public actor NotificationEngine {
 }
 
 /// Results produced on the store's writer thread, handed to the engine in batches: the
-/// first `append` after a drain asks for one, and that drain takes everything that arrived
-/// meanwhile — one hop onto the actor per batch instead of a task per result.
+/// first `append` after a drain asks for one, and that drain takes batches until none is
+/// left — one hop onto the actor per burst instead of a task per result.
 final class HandOff<Entry: Sendable>: Sendable {
     private struct State {
         var entries: [Entry] = []
@@ -482,16 +483,8 @@ final class HandOff<Entry: Sendable>: Sendable {
         }
     }
 
-    func take() -> [Entry] {
-        state.withLock { state in
-            state.scheduled = false
-            defer { state.entries.removeAll(keepingCapacity: true) }
-            return state.entries
-        }
-    }
-
-    /// For a drain that stays the only one until it has taken everything: the entries, or
-    /// nil (and the next `append` asks for a new drain) when none arrived.
+    /// For the drain, which stays the only one until it has taken everything: the entries,
+    /// or nil (and the next `append` asks for a new drain) when none arrived.
     func takeUnlessEmpty() -> [Entry]? {
         state.withLock { state in
             guard !state.entries.isEmpty else {

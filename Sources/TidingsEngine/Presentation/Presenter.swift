@@ -31,8 +31,13 @@ public struct Presentation: Sendable, Hashable {
             badge: options.contains(.badge))
     }
 
-    /// What the person's settings allow for an app that is not in the foreground.
+    /// What the person's settings allow for an app that is not in the foreground: nothing
+    /// when its notifications are not allowed at all.
     public init(settings: NotificationSettingsValue, content: NotificationContentValue) {
+        guard settings.isAllowed else {
+            self = .none
+            return
+        }
         let passive = content.interruptionLevel == .passive
         self.init(
             banner: settings.alertSetting == .enabled && settings.alertStyle != .none && !passive,
