@@ -21,18 +21,9 @@ struct GatewayRestartTests {
         let addresses: GatewayAddresses
 
         static func start(directory: URL, devicePort: Int, clock: TestWallClock) async throws -> RunningGateway {
-            var configuration = GatewayConfiguration(dataDirectory: directory)
-            configuration.providerPort = 0
-            configuration.devicePort = devicePort
-            configuration.adminHost = nil
-            configuration.eventLoopThreads = 1
-            configuration.clock = clock
-            configuration.drainTimeout = .seconds(5)
-            var logger = Logger(label: "test.gateway")
-            logger.logLevel = .critical
-            configuration.logger = logger
+            let configuration = GatewayConfiguration.forTests(dataDirectory: directory, devicePort: devicePort, clock: clock)
             let gateway = try buildGateway(configuration)
-            let group = ServiceGroup(configuration: .init(services: [gateway], logger: logger))
+            let group = ServiceGroup(configuration: .init(services: [gateway], logger: configuration.logger))
             let task = Task { try await group.run() }
             return RunningGateway(gateway: gateway, group: group, task: task, addresses: try await gateway.waitUntilReady())
         }

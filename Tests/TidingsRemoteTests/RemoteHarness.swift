@@ -47,19 +47,10 @@ final class RemoteHarness: Sendable {
                       serviceExtensions: (any ServiceExtensionRunning)? = nil) async throws -> RemoteHarness {
         let clock = TestWallClock(now: Date())
         let system = try await NotificationTestSystem.start(storage: .sqlite, clock: clock, serviceExtensions: serviceExtensions)
-        var configuration = GatewayConfiguration(dataDirectory: system.directory.appendingPathComponent("gateway"))
-        configuration.providerPort = 0
-        configuration.devicePort = 0
-        configuration.adminHost = nil
-        configuration.eventLoopThreads = 1
-        configuration.clock = clock
-        configuration.drainTimeout = .seconds(5)
+        var configuration = GatewayConfiguration.forTests(dataDirectory: system.directory.appendingPathComponent("gateway"), clock: clock)
         configuration.storage = .custom(InMemoryGatewayStore())
-        var logger = Logger(label: "test.gateway")
-        logger.logLevel = .critical
-        configuration.logger = logger
         let gateway = try buildGateway(configuration)
-        let group = ServiceGroup(configuration: .init(services: [gateway], logger: logger))
+        let group = ServiceGroup(configuration: .init(services: [gateway], logger: configuration.logger))
         let task = Task { try await group.run() }
         let addresses = try await gateway.waitUntilReady()
         var remote = RemoteConfiguration()
@@ -165,6 +156,24 @@ final class RemoteHarness: Sendable {
 
     /// The gateway's record of a push (accepted → … → presented → answered).
     func status(_ apnsID: String) async throws -> [PushStatus] { try await gateway.status(apnsID: apnsID) }
+}
+
+extension GatewayConfiguration {
+    /// A gateway for tests: loopback ports chosen by the system (or `devicePort`), no admin
+    /// listener, one event loop, the test clock, quiet logs.
+    static func forTests(dataDirectory: URL, devicePort: Int = 0, clock: TestWallClock) -> GatewayConfiguration {
+        var configuration = GatewayConfiguration(dataDirectory: dataDirectory)
+        configuration.providerPort = 0
+        configuration.devicePort = devicePort
+        configuration.adminHost = nil
+        configuration.eventLoopThreads = 1
+        configuration.clock = clock
+        configuration.drainTimeout = .seconds(5)
+        var logger = Logger(label: "test.gateway")
+        logger.logLevel = .critical
+        configuration.logger = logger
+        return configuration
+    }
 }
 
 /// An app process in the test: its center, its application object, its connections.

@@ -147,18 +147,8 @@ struct RemoteProcessTests {
         defer { serve.stop() }
         #expect(await eventually { serve.port(after: "provider API on ") != nil })
         let providerPort = try #require(serve.port(after: "provider API on "))
-        let manifest = dir.appendingPathComponent("manifest.json").path
-        try """
-            {"bundleIdentifier": "\(Self.bundle)", "displayName": "Tidings Sample", "executable": "\(BuiltProducts.sampleApp)", "arguments": ["--listen"]}
-            """.write(toFile: manifest, atomically: true, encoding: .utf8)
-        let install = try runTidings(["apps", "install", manifest, "--data-dir", data.path])
-        #expect(install.status == 0, "\(install.output)")
-
-        let app = try ChildProcess(BuiltProducts.sampleApp, ["--remote"], environment: ["TIDINGS_SOCKET": data.appendingPathComponent("daemon.sock").path],
-                                  directory: dir, name: "app")
+        let (app, token) = try await Self.startSampleAppForRemote(bundle: Self.bundle, appDirectory: dir, data: data)
         defer { app.stop() }
-        #expect(await eventually { app.value(after: "SampleApp: token ") != nil }, "\(app.output)")
-        let token = try #require(app.value(after: "SampleApp: token "))
         #expect(token.count == 64)
 
         let cert = data.appendingPathComponent("tls/gateway-cert.pem").path
@@ -199,6 +189,9 @@ struct RemoteProcessTests {
         } else {
             Issue.record("the launched app did not say its pid")
         }
+        // SIGTERM: one graceful shutdown for the daemon and the gateway, and a clean exit.
+        serve.stop()
+        #expect(serve.process.terminationReason == .exit && serve.process.terminationStatus == 0, "\(serve.output)")
     }
 
     @Test func daemonRefusesABadGatewayAddress() throws {
@@ -210,6 +203,24 @@ struct RemoteProcessTests {
         #expect(bad.output.contains("--gateway takes HOST:PORT"), "\(bad.output)")
         #expect(GatewayLinkConfiguration(address: "[::1]:2196", trustRootPaths: [])?.host == "::1")
         #expect(GatewayLinkConfiguration(address: "127.0.0.1:99999", trustRootPaths: []) == nil)
+    }
+
+    /// Installs the sample app from a manifest written to `appDirectory` (with `extensions`,
+    /// a JSON array, if given) into the daemon of `data`, and starts it with `--remote`:
+    /// the running app and the device token it printed.
+    static func startSampleAppForRemote(bundle: String, extensions: String? = nil, appDirectory: URL, data: URL) async throws -> (ChildProcess, String) {
+        let manifest = appDirectory.appendingPathComponent("manifest.json").path
+        try """
+            {"bundleIdentifier": "\(bundle)", "displayName": "Tidings Sample", "executable": "\(BuiltProducts.sampleApp)", "arguments": ["--listen"]\(extensions.map { ", \"extensions\": \($0)" } ?? "")}
+            """.write(toFile: manifest, atomically: true, encoding: .utf8)
+        let install = try runTidings(["apps", "install", manifest, "--data-dir", data.path])
+        #expect(install.status == 0, "\(install.output)")
+        let app = try ChildProcess(BuiltProducts.sampleApp, ["--remote"], environment: ["TIDINGS_SOCKET": data.appendingPathComponent("daemon.sock").path],
+                                   directory: appDirectory, name: "app")
+        #expect(await eventually { app.value(after: "SampleApp: token ") != nil }, "\(app.output)")
+        let token = app.value(after: "SampleApp: token ")
+        if token == nil { app.stop() }
+        return (app, try #require(token, "the sample app printed no device token"))
     }
 
     static func run(_ executable: String, _ arguments: [String]) async throws -> (status: Int32, output: String) {

@@ -55,19 +55,10 @@ struct SeedsEndToEndTests {
         // key it shares with the provider.
         let key = SymmetricKeyFile.random()
         try key.write(toFile: appDir.appendingPathComponent("e2e.key").path, atomically: true, encoding: .utf8)
-        let manifest = appDir.appendingPathComponent("manifest.json").path
-        try """
-            {"bundleIdentifier": "\(Self.bundle)", "displayName": "Tidings Sample", "executable": "\(BuiltProducts.sampleApp)", "arguments": ["--listen"],
-             "extensions": [{"bundleIdentifier": "\(Self.bundle).service", "point": "service", "executable": "\(Self.sampleService)"}]}
-            """.write(toFile: manifest, atomically: true, encoding: .utf8)
-        let install = try runTidings(["apps", "install", manifest, "--data-dir", data.path])
-        #expect(install.status == 0, "\(install.output)")
-
-        let app = try ChildProcess(BuiltProducts.sampleApp, ["--remote"], environment: ["TIDINGS_SOCKET": data.appendingPathComponent("daemon.sock").path],
-                                  directory: dir, name: "app")
+        let (app, token) = try await RemoteProcessTests.startSampleAppForRemote(
+            bundle: Self.bundle, extensions: #"[{"bundleIdentifier": "\#(Self.bundle).service", "point": "service", "executable": "\#(Self.sampleService)"}]"#,
+            appDirectory: appDir, data: data)
         defer { app.stop() }
-        #expect(await eventually { app.value(after: "SampleApp: token ") != nil }, "\(app.output)")
-        let token = try #require(app.value(after: "SampleApp: token "))
         let cert = data.appendingPathComponent("tls/gateway-cert.pem").path
 
         /// aioapns pushes `payload` (a JSON file); returns the apns-id once the daemon shows it.

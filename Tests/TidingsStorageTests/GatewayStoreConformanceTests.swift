@@ -172,9 +172,7 @@ struct GatewayStoreConformanceTests {
     }
 
     @Test func sqliteSurvivesReopen() throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("gwstore-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        let path = dir.appendingPathComponent("gateway.sqlite").path
+        let path = try Self.freshDatabasePath()
         do {
             let store = try SQLiteGatewayStore(path: path)
             _ = try store.commit(pushes: [push("p1")], acknowledged: [], at: 200)
@@ -183,13 +181,18 @@ struct GatewayStoreConformanceTests {
         #expect(try reopened.pendingPushes(deviceID: "d1", now: 300).map(\.push.payload) == [Array(#"{"aps":{"alert":"p1"}}"#.utf8)])
     }
 
+    /// A gateway database file in a new temporary directory (its WAL is read by the tests).
+    static func freshDatabasePath() throws -> String {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("gwstore-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        return dir.appendingPathComponent("gateway.sqlite").path
+    }
+
     /// WAL checkpoints run off the commit path, yet the WAL stays bounded: at `walPageLimit`
     /// the writer checkpoints itself (here the only checkpoints: the background threshold is
     /// the limit), and the next transaction starts the WAL over.
     @Test func sqliteWALStaysBoundedByTheWriterLimit() throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("gwstore-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        let path = dir.appendingPathComponent("gateway.sqlite").path
+        let path = try Self.freshDatabasePath()
         let store = try SQLiteGatewayStore(path: path, checkpointPages: 16, walPageLimit: 16)
         try store.registerApp(GatewayAppRecord(bundleID: "com.a", teamID: "T1", storagePolicy: .all, createdAt: 1))
         let big = Array(repeating: UInt8(ascii: "x"), count: 1_000)
@@ -213,9 +216,7 @@ struct GatewayStoreConformanceTests {
 
     /// Below the limit, checkpoints run on the background connection.
     @Test func sqliteCheckpointsInTheBackground() throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("gwstore-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        let path = dir.appendingPathComponent("gateway.sqlite").path
+        let path = try Self.freshDatabasePath()
         let store = try SQLiteGatewayStore(path: path, checkpointPages: 4, walPageLimit: 1_000_000)
         try store.registerApp(GatewayAppRecord(bundleID: "com.a", teamID: "T1", storagePolicy: .all, createdAt: 1))
         let big = Array(repeating: UInt8(ascii: "y"), count: 1_000)
