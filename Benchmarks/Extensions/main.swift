@@ -81,5 +81,9 @@ print("warm no-op service extension, \(requests) sequential requests on one proc
 print(String(format: "cold start (spawn + first request): %.2f ms", cold))
 print(String(format: "added latency: p50 %.3f ms, p90 %.3f ms, p99 %.3f ms, max %.3f ms", percentile(0.5), percentile(0.9), percentile(0.99), sorted.last ?? 0))
 print(String(format: "throughput: %.0f requests/s", Double(requests) / (elapsed / 1000)))
+// The warm extension's memory after all of it (docs/service-extensions.md, "Memory").
+let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
+let memory = status.split(separator: "\n").filter { ["VmPeak:", "VmSize:", "VmRSS:", "Threads:"].contains(where: $0.hasPrefix) }
+print("extension process: " + memory.map { $0.split(whereSeparator: \.isWhitespace).joined(separator: " ") }.joined(separator: ", "))
 await runner.shutdown()
 try? FileManager.default.removeItem(at: directory)
