@@ -72,7 +72,9 @@ struct LocationTests {
         try fake.run()
         defer {
             if fake.isRunning { kill(fake.processIdentifier, SIGKILL) }
-            // gpsfake's gpsd child listens on the port; kill what still holds it.
+            // Killing `timeout` leaves gpsfake (which inherits the test bundle's blocked SIGTERM)
+            // and its gpsd child: kill what runs on this test's port.
+            _ = try? Process.run(URL(fileURLWithPath: "/usr/bin/pkill"), arguments: ["-KILL", "-f", "gpsfake.*-P \(port) "])
             _ = try? Process.run(URL(fileURLWithPath: "/usr/bin/pkill"), arguments: ["-KILL", "-f", "gpsd.*-S \(port)"])
         }
         var logger = Logger(label: "test.gpsd")
