@@ -40,6 +40,29 @@ struct AttachmentStoreTests {
         await system.shutdown()
     }
 
+    @Test("replacing a pending request, or evicting one at the iOS limit, deletes its files", arguments: [false, true])
+    func replacedAndEvictedFilesGo(evict: Bool) async throws {
+        let system = try await NotificationTestSystem.start(storage: .sqlite, pendingLimit: evict ? 1 : nil)
+        let app = try await system.connect("com.example.replace")
+        _ = await app.request(.requestAuthorization([.alert]))
+        var stored: [String] = []
+        let ids = evict ? ["first", "second"] : ["same", "same"]
+        for (n, id) in ids.enumerated() {
+            let source = system.directory.appendingPathComponent("photo\(n).png").path
+            try write(Self.png, to: source)
+            guard case .added(let added) = await app.request(request(id, attachments: [AttachmentValue(identifier: "photo", path: source, type: "")])) else {
+                Issue.record("not added")
+                return
+            }
+            stored.append(try #require(added.content.attachments.first?.path))
+        }
+        #expect(await app.pendingIdentifiers() == (evict ? ["second"] : ["same"]))
+        await system.settle()
+        #expect(!FileManager.default.fileExists(atPath: stored[0]), "the old request's file went with it")
+        #expect(FileManager.default.fileExists(atPath: stored[1]))
+        await system.shutdown()
+    }
+
     @Test("a file inside the app's own directory is copied")
     func copyFromBundle() async throws {
         let system = try await NotificationTestSystem.start()

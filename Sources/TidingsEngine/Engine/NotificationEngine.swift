@@ -356,31 +356,23 @@ public actor NotificationEngine {
         let body = request.content.attachments.isEmpty ? encoded : nil
         let ticket = store.addPending(stored, encoded: body, for: bundle, nextFire: firstFire, limit: configuration.pendingLimit)
         let attachments = configuration.attachments
-        let isLocation: Bool
-        if case .location? = stored.trigger { isLocation = true } else { isLocation = false }
+        var region: CircularRegionValue?
+        if firstFire == nil, case .location(let watched, _)? = stored.trigger { region = watched }
         // The commit's completion schedules the request and then lets the reply go, without
         // a task per add: the writer thread hands the result to `addedInbox`, and one hop onto
         // the actor per batch puts the requests in the heap. It is registered now, not when
         // the reply is subscribed to, so a request is scheduled even if nobody waits for it.
         let (replied, reply) = StoreTicket<AppReply>.make()
         addsInFlight += 1
-        ticket.whenComplete { [self, stored] result in
+        ticket.whenComplete { [self, stored, region] result in
             switch result {
             case .success(let result):
                 // The app needs the request back only when attachments moved into the store.
                 let answer: AppReply = stored.content.attachments.isEmpty ? .ok : .added(stored)
-                let simple = result.evicted.allSatisfy { $0.content.attachments.isEmpty }
-                    && (result.replacedPending?.content.attachments.isEmpty ?? true)
-                    && (firstFire != nil || !isLocation)
-                if simple {
-                    let entry = AddedEntry(item: firstFire.map { FireItem(date: $0, key: result.key) }, reply: { reply(.success(answer)) })
-                    if self.addedInbox.append(entry) { Task { await self.drainAddedInbox() } }
-                } else {
-                    Task {
-                        await self.added(result, request: stored, nextFire: firstFire, bundle: bundle)
-                        reply(.success(answer))
-                    }
-                }
+                let entry = AddedEntry(key: result.key, bundle: bundle, nextFire: firstFire, region: region,
+                                       released: (result.evicted + [result.replacedPending].compactMap { $0 }).filter { !$0.content.attachments.isEmpty },
+                                       reply: { reply(.success(answer)) })
+                if self.addedInbox.append(entry) { Task { await self.drainAddedInbox() } }
             case .failure(let error):
                 // Not scheduled: the files we took go away with it.
                 attachments.delete(stored.content.attachments, bundleIdentifier: bundle)
@@ -398,25 +390,29 @@ public actor NotificationEngine {
         })
     }
 
-    /// Puts the requests the inbox collected in the heap, then lets their replies go.
+    /// Puts the requests the inbox collected in the heap (or watches their regions), lets
+    /// their replies go, then deletes the files of the requests they evicted or replaced.
     func drainAddedInbox() {
         while let entries = addedInbox.takeUnlessEmpty() {
+            var finished = 0
             for entry in entries {
-                if let item = entry.item { schedule(item) }
+                if let next = entry.nextFire {
+                    schedule(FireItem(date: next, key: entry.key))
+                } else if let region = entry.region {
+                    watch(key: entry.key, bundle: entry.bundle, region: region)
+                }
                 entry.reply()
+                if entry.released.isEmpty {
+                    finished += 1
+                } else {
+                    Task {
+                        await releaseAttachments(of: entry.released, bundle: entry.bundle)
+                        addsFinished(1)
+                    }
+                }
             }
-            addsFinished(entries.count)
+            addsFinished(finished)
         }
-    }
-
-    func added(_ result: PendingReplacement, request: NotificationRequestValue, nextFire: Date?, bundle: String) async {
-        await releaseAttachments(of: result.evicted + [result.replacedPending].compactMap { $0 }, bundle: bundle)
-        if let nextFire {
-            schedule(FireItem(date: nextFire, key: result.key))
-        } else if case .location(let region, _)? = request.trigger {
-            watch(key: result.key, bundle: bundle, region: region)
-        }
-        addsFinished(1)
     }
 
     func removePending(_ ticket: StoreTicket<[NotificationRequestValue]>, bundle: String) -> Deferred<AppReply> {
@@ -497,8 +493,13 @@ final class HandOff<Entry: Sendable>: Sendable {
     }
 }
 
-/// A committed add: its place in the fire queue, and its reply to let go once it is there.
+/// A committed add: where it goes (the fire queue, or a region to watch), the requests it
+/// evicted or replaced whose files may go, and its reply to let go once it is in place.
 struct AddedEntry: Sendable {
-    let item: FireItem?
+    let key: Int64
+    let bundle: String
+    let nextFire: Date?
+    let region: CircularRegionValue?
+    let released: [NotificationRequestValue]
     let reply: @Sendable () -> Void
 }
