@@ -164,10 +164,6 @@ public final class SQLiteDeviceStore: DeviceStore {
 
     // MARK: Pending
 
-    public func addPending(_ request: NotificationRequestValue, for bundleIdentifier: String, nextFire: Date?, limit: Int?) -> StoreTicket<PendingReplacement> {
-        addPending(request, encoded: nil, for: bundleIdentifier, nextFire: nextFire, limit: limit)
-    }
-
     public func addPending(_ request: NotificationRequestValue, encoded: Data?, for bundleIdentifier: String, nextFire: Date?, limit: Int?) -> StoreTicket<PendingReplacement> {
         // Encoded by the caller, not on the single writer thread; bytes an app sent are kept as they are.
         let body: Data

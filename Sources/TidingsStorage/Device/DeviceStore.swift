@@ -121,10 +121,9 @@ public protocol DeviceStore: Sendable {
 
     // Pending
     /// Adds a request, replacing a pending one with the same identifier; when `limit` is
-    /// set, drops the app's oldest-added requests beyond it.
-    func addPending(_ request: NotificationRequestValue, for bundleIdentifier: String, nextFire: Date?, limit: Int?) -> StoreTicket<PendingReplacement>
-    /// `addPending` with the request also in `BinaryRequestCodec`'s form (the bytes the app
-    /// sent, which decode to `request`): a store that keeps that form stores them as they are.
+    /// set, drops the app's oldest-added requests beyond it. `encoded`: the request in
+    /// `BinaryRequestCodec`'s form if the caller has it (the bytes the app sent, which decode
+    /// to `request`); a store that keeps that form stores them as they are.
     func addPending(_ request: NotificationRequestValue, encoded: Data?, for bundleIdentifier: String, nextFire: Date?, limit: Int?) -> StoreTicket<PendingReplacement>
     func pending(_ bundleIdentifier: String) -> StoreTicket<[NotificationRequestValue]>
     /// The app's pending requests with their next fire dates, in the order they were added.
@@ -178,9 +177,9 @@ public protocol DeviceStore: Sendable {
 }
 
 extension DeviceStore {
-    /// Stores that keep requests decoded have no use for the bytes.
-    public func addPending(_ request: NotificationRequestValue, encoded: Data?, for bundleIdentifier: String, nextFire: Date?, limit: Int?) -> StoreTicket<PendingReplacement> {
-        addPending(request, for: bundleIdentifier, nextFire: nextFire, limit: limit)
+    /// `addPending` without the request's bytes: the store encodes it if it needs to.
+    public func addPending(_ request: NotificationRequestValue, for bundleIdentifier: String, nextFire: Date?, limit: Int?) -> StoreTicket<PendingReplacement> {
+        addPending(request, encoded: nil, for: bundleIdentifier, nextFire: nextFire, limit: limit)
     }
 
 }

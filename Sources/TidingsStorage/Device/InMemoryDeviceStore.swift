@@ -218,7 +218,8 @@ public final class InMemoryDeviceStore: DeviceStore {
         .value(state.withLock { $0.setCategories(categories, for: bundleIdentifier) })
     }
 
-    public func addPending(_ request: NotificationRequestValue, for bundleIdentifier: String, nextFire: Date?, limit: Int?) -> StoreTicket<PendingReplacement> {
+    /// Keeps requests decoded: the bytes are of no use here.
+    public func addPending(_ request: NotificationRequestValue, encoded: Data?, for bundleIdentifier: String, nextFire: Date?, limit: Int?) -> StoreTicket<PendingReplacement> {
         .value(state.withLock { $0.addPending(request, for: bundleIdentifier, nextFire: nextFire, limit: limit) })
     }
 
