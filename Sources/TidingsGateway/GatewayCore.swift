@@ -41,15 +41,19 @@ final class GatewayCore: Sendable {
     /// Blocking: expires, then prunes in bounded transactions (`Gateway.runMaintenance`).
     func maintain() throws -> GatewayMaintenanceReport {
         let now = clock.nowMilliseconds()
-        let expired = try store.expirePushes(now: now)
+        // In batches, each its own short transaction, so commits of new pushes interleave.
+        func batches(_ step: () throws -> Int) rethrows -> Int {
+            var total = 0
+            while true {
+                let n = try step()
+                total += n
+                if n < Self.pruneBatch { return total }
+            }
+        }
+        let expired = try batches { try store.expirePushes(now: now, limit: Self.pruneBatch) }
         let retention = configuration.pushRetention.components
         let cutoff = now - EpochMilliseconds(retention.seconds * 1000 + retention.attoseconds / 1_000_000_000_000_000)
-        var pruned = 0
-        while true {
-            let n = try store.prunePushes(finishedBefore: cutoff, limit: Self.pruneBatch)
-            pruned += n
-            if n < Self.pruneBatch { break }
-        }
+        let pruned = try batches { try store.prunePushes(finishedBefore: cutoff, limit: Self.pruneBatch) }
         if expired > 0 || pruned > 0 {
             logger.info("maintenance", metadata: ["expired": "\(expired)", "pruned": "\(pruned)"])
         }

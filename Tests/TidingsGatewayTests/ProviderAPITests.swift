@@ -297,7 +297,7 @@ final class FailingCommitStore: GatewayStore {
     func recordEvent(_ event: DeliveryEvent, apnsID: String, deviceID: String, at: EpochMilliseconds) throws(GatewayStoreError) -> Bool {
         inner.recordEvent(event, apnsID: apnsID, deviceID: deviceID, at: at)
     }
-    func expirePushes(now: EpochMilliseconds) throws(GatewayStoreError) -> Int { inner.expirePushes(now: now) }
+    func expirePushes(now: EpochMilliseconds, limit: Int) throws(GatewayStoreError) -> Int { inner.expirePushes(now: now, limit: limit) }
     func prunePushes(finishedBefore cutoff: EpochMilliseconds, limit: Int) throws(GatewayStoreError) -> Int {
         inner.prunePushes(finishedBefore: cutoff, limit: limit)
     }

@@ -124,8 +124,14 @@ struct GatewayStoreConformanceTests {
                              acknowledged: [], at: 100)
         #expect(try store.pendingPushes(deviceID: "d1", now: 500).map(\.push.apnsID) == ["soon", "later"])
         #expect(try store.status(apnsID: "now").first?.discardReason == .expired)
-        #expect(try store.expirePushes(now: 2000) == 1)
+        #expect(try store.expirePushes(now: 2000, limit: 10) == 1)
         #expect(try store.pendingPushes(deviceID: "d1", now: 2000).map(\.push.apnsID) == ["later"])
+        // In batches of `limit`.
+        _ = try store.commit(pushes: (1...3).map { push("batch\($0)", expiresAt: 6000) }, acknowledged: [], at: 3000)
+        #expect(try store.expirePushes(now: 7000, limit: 2) == 2)
+        #expect(try store.expirePushes(now: 7000, limit: 2) == 2)
+        #expect(try store.expirePushes(now: 7000, limit: 2) == 0)
+        #expect(try store.status(apnsID: "batch3").first?.discardReason == .expired)
     }
 
     @Test(arguments: Backend.allCases)
@@ -135,7 +141,7 @@ struct GatewayStoreConformanceTests {
         let stored = try store.commit(pushes: [push("delivered-early"), push("expired", expiresAt: 150), push("open"),
                                                push("delivered-late"), push("other-open", device: "d2")], acknowledged: [], at: 100)
         _ = try store.commit(pushes: [], acknowledged: [stored[0].sequence], at: 200)
-        #expect(try store.expirePushes(now: 300) == 1)
+        #expect(try store.expirePushes(now: 300, limit: 10) == 1)
         _ = try store.commit(pushes: [], acknowledged: [stored[3].sequence], at: 900)
         // Finished before 500: the early delivery (200) and the expiration (300).
         #expect(try store.prunePushes(finishedBefore: 500, limit: 1) == 1)

@@ -352,12 +352,13 @@ public final class SQLiteGatewayStore: GatewayStore {
         }
     }
 
-    public func expirePushes(now: EpochMilliseconds) throws(GatewayStoreError) -> Int {
+    public func expirePushes(now: EpochMilliseconds, limit: Int) throws(GatewayStoreError) -> Int {
         try write { db in
             try db.execute(sql: """
                 UPDATE gw_pushes SET discarded_at = ?, discard_reason = 'expired'
-                WHERE delivered_at IS NULL AND discarded_at IS NULL AND expires_at <= ?
-                """, arguments: [now, now])
+                WHERE seq IN (SELECT seq FROM gw_pushes
+                              WHERE delivered_at IS NULL AND discarded_at IS NULL AND expires_at <= ? LIMIT ?)
+                """, arguments: [now, now, limit])
             return db.changesCount
         }
     }

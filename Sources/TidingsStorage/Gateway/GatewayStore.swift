@@ -46,9 +46,10 @@ public protocol GatewayStore: Sendable {
     /// delivered to `deviceID`. Returns whether a push matched.
     @discardableResult
     func recordEvent(_ event: DeliveryEvent, apnsID: String, deviceID: String, at: EpochMilliseconds) throws(GatewayStoreError) -> Bool
-    /// Marks undelivered pushes whose expiration passed as discarded; returns how many.
+    /// Marks up to `limit` undelivered pushes whose expiration passed as discarded; returns
+    /// how many (callers repeat while it returns `limit`, so no transaction grows unbounded).
     @discardableResult
-    func expirePushes(now: EpochMilliseconds) throws(GatewayStoreError) -> Int
+    func expirePushes(now: EpochMilliseconds, limit: Int) throws(GatewayStoreError) -> Int
     /// Deletes up to `limit` pushes that finished (delivered, or discarded: coalesced, expired,
     /// unregistered) before `cutoff`, oldest first; returns how many. Undelivered pushes are
     /// never pruned: they leave only by delivery or expiration.

@@ -167,11 +167,11 @@ public final class InMemoryGatewayStore: GatewayStore {
         }
     }
 
-    public func expirePushes(now: EpochMilliseconds) -> Int {
+    public func expirePushes(now: EpochMilliseconds, limit: Int) -> Int {
         state.withLock { s in
             var count = 0
             for (device, seqs) in s.openByDevice {
-                for seq in seqs where s.pushes[seq]!.stored.push.expiresAt <= now {
+                for seq in seqs.sorted() where count < limit && s.pushes[seq]!.stored.push.expiresAt <= now {
                     s.pushes[seq]!.discardedAt = now
                     s.pushes[seq]!.discardReason = .expired
                     s.openByDevice[device]!.remove(seq)
