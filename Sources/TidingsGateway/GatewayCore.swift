@@ -51,8 +51,7 @@ final class GatewayCore: Sendable {
             }
         }
         let expired = try batches { try store.expirePushes(now: now, limit: Self.pruneBatch) }
-        let retention = configuration.pushRetention.components
-        let cutoff = now - EpochMilliseconds(retention.seconds * 1000 + retention.attoseconds / 1_000_000_000_000_000)
+        let cutoff = now - configuration.pushRetention.milliseconds
         let pruned = try batches { try store.prunePushes(finishedBefore: cutoff, limit: Self.pruneBatch) }
         if expired > 0 || pruned > 0 {
             logger.info("maintenance", metadata: ["expired": "\(expired)", "pruned": "\(pruned)"])
@@ -68,7 +67,7 @@ final class GatewayCore: Sendable {
     /// The stored expiry of a push accepted at `now`.
     func expiresAt(_ expiration: Expiration?, now: EpochMilliseconds) -> EpochMilliseconds {
         TidingsGateway.expiresAt(expiration, now: now,
-                                 limit: EpochMilliseconds(configuration.maximumStorageDuration.components.seconds * 1000))
+                                 limit: configuration.maximumStorageDuration.milliseconds)
     }
 }
 
@@ -81,4 +80,11 @@ func expiresAt(_ expiration: Expiration?, now: EpochMilliseconds, limit: EpochMi
     let (ms, overflow) = expiration.epochSeconds.multipliedReportingOverflow(by: 1000)
     if overflow { return expiration.epochSeconds > 0 ? latest : now }
     return max(now, min(ms, latest))
+}
+
+extension Duration {
+    /// Whole milliseconds, for the store's `EpochMilliseconds` arithmetic.
+    var milliseconds: EpochMilliseconds {
+        EpochMilliseconds(components.seconds) * 1000 + EpochMilliseconds(components.attoseconds / 1_000_000_000_000_000)
+    }
 }
