@@ -272,7 +272,8 @@ let package = Package(
         ),
         .testTarget(
             name: "TidingsStorageTests",
-            dependencies: ["TidingsStorage", "TidingsSQLite", "TidingsTesting"],
+            dependencies: ["TidingsStorage", "TidingsSQLite", "TidingsTesting",
+                           .product(name: "GRDB", package: "GRDB.swift")],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -95,6 +95,33 @@ struct GatewayStoreConformanceTests {
         #expect(try store.status(apnsID: "p1").first?.deliveredAt == 400)
     }
 
+    /// Acknowledgements arrive per connection in order, interleaved across connections, with
+    /// repeats and gaps: exactly the acknowledged pushes are delivered (the SQLite store
+    /// applies them as runs of consecutive sequences).
+    @Test(arguments: Backend.allCases)
+    func acknowledgementsMarkExactlyTheirPushes(backend: Backend) throws {
+        let store = try backend.make()
+        try store.registerApp(GatewayAppRecord(bundleID: "com.a", teamID: "T", storagePolicy: .all, createdAt: 0))
+        let stored = try store.commit(pushes: (0..<40).map { push("p\($0)", device: $0 % 4 == 3 ? "d2" : "d1") },
+                                      acknowledged: [], at: 100)
+        let seq = stored.map(\.sequence)
+        // d1's acknowledgements then d2's, each in order; 5 and 17–19 are never acknowledged.
+        let d1 = [0, 1, 2, 4, 6, 8, 9, 10, 12, 13, 14, 16, 20, 21, 22].map { seq[$0] }
+        let d2 = [3, 7, 11, 15, 23].map { seq[$0] }
+        _ = try store.commit(pushes: [push("new")], acknowledged: d1 + d2 + [seq[0], seq[39] + 1_000], at: 200)
+        let acked = Set(d1 + d2)
+        for (i, s) in seq.enumerated() {
+            #expect(try store.status(apnsID: "p\(i)").first?.deliveredAt == (acked.contains(s) ? 200 : nil))
+        }
+        #expect(try store.pendingPushes(deviceID: "d1", now: 300).map(\.push.apnsID)
+                == ["p5", "p17", "p18"] + (24..<40).filter { $0 % 4 != 3 }.map { "p\($0)" } + ["new"])
+        // Out of order within one batch, too.
+        _ = try store.commit(pushes: [], acknowledged: [seq[18], seq[5], seq[17]], at: 400)
+        #expect(try store.status(apnsID: "p17").first?.deliveredAt == 400)
+        #expect(try store.status(apnsID: "p19").first?.deliveredAt == nil)
+        #expect(try store.pendingPushes(deviceID: "d2", now: 500).map(\.push.apnsID) == ["p19"] + (24..<40).filter { $0 % 4 == 3 }.map { "p\($0)" })
+    }
+
     @Test(arguments: Backend.allCases)
     func apnsPolicyKeepsOnlyTheLatestPerToken(backend: Backend) throws {
         let store = try backend.make()

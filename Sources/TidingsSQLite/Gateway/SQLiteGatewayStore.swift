@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import GRDBSQLite
+import Synchronization
 import TidingsCore
 import TidingsStorage
 
@@ -84,8 +85,65 @@ public final class SQLiteGatewayStore: GatewayStore {
                 CREATE INDEX gw_pushes_device ON gw_pushes(device_id, seq);
                 """)
         }
+        migrator.registerMigration("gateway-v3-device-numbers") { db in try db.execute(sql: v3Migration) }
         return migrator
     }
+
+    /// The push log keyed by small integers (docs/gateway.md, "Storage and delivery").
+    ///
+    /// - `gw_devices` numbers every device (`device_no`, the rowid); a device that only
+    ///   appears in a push (never registered) gets a row without a key, which `device(id:)`
+    ///   does not report. `open_from` is the device's *watermark*: every push of the device
+    ///   with a smaller sequence is finished (delivered or discarded).
+    /// - `gw_targets` numbers each (token, device, bundle ID, topic) a push was sent to, so a
+    ///   push row carries two small integers instead of the 64-character token and device id,
+    ///   the bundle ID and the topic.
+    /// - `gw_pushes` has ONE index, `(device_no, seq)`: every insert touches the table and this
+    ///   index only, both at their right edge. It serves the pending read and the expiration
+    ///   walk (from the device's watermark, so a reconnect does not walk the delivered
+    ///   history: rows finished before the watermark are skipped by the index range, and
+    ///   the watermark moves past the finished prefix on each read and maintenance run),
+    ///   delivery events (newest first by device, then `apns_id`), and unregistering (by
+    ///   device from its watermark, then target). The v2 partial index on open pushes did the
+    ///   watermark's job but cost a second B-tree insert per push and a delete per ack; with
+    ///   the watermark an ack changes only its row. What the watermark cannot skip: a push a
+    ///   device never acknowledges pins it until that push expires or is coalesced, so until
+    ///   then each read walks the device's later pushes once more.
+    static let v3Migration = """
+        CREATE TABLE gw_devices_v3 (device_no INTEGER PRIMARY KEY, device_id TEXT NOT NULL UNIQUE, public_key BLOB,
+                                    created_at INTEGER, open_from INTEGER NOT NULL DEFAULT 0);
+        INSERT INTO gw_devices_v3 (device_id, public_key, created_at) SELECT device_id, public_key, created_at FROM gw_devices ORDER BY rowid;
+        INSERT OR IGNORE INTO gw_devices_v3 (device_id) SELECT DISTINCT device_id FROM gw_pushes;
+        DROP TABLE gw_devices;
+        ALTER TABLE gw_devices_v3 RENAME TO gw_devices;
+        CREATE TABLE gw_targets (target_no INTEGER PRIMARY KEY, token TEXT NOT NULL, device_no INTEGER NOT NULL,
+                                 bundle_id TEXT NOT NULL, topic TEXT NOT NULL, UNIQUE (token, device_no, bundle_id, topic));
+        INSERT INTO gw_targets (token, device_no, bundle_id, topic)
+            SELECT DISTINCT p.token, d.device_no, p.bundle_id, p.topic FROM gw_pushes p JOIN gw_devices d ON d.device_id = p.device_id;
+        DROP INDEX gw_pushes_open;
+        DROP INDEX gw_pushes_device;
+        ALTER TABLE gw_pushes RENAME TO gw_pushes_v2;
+        CREATE TABLE gw_pushes (seq INTEGER PRIMARY KEY AUTOINCREMENT, device_no INTEGER NOT NULL, target_no INTEGER NOT NULL,
+                                apns_id TEXT NOT NULL, push_type TEXT NOT NULL, priority INTEGER NOT NULL, collapse_id TEXT,
+                                expires_at INTEGER NOT NULL, accepted_at INTEGER NOT NULL, stored_at INTEGER NOT NULL,
+                                delivered_at INTEGER, discarded_at INTEGER, discard_reason TEXT, presented_at INTEGER,
+                                answered_at INTEGER, payload BLOB NOT NULL);
+        INSERT INTO gw_pushes (seq, device_no, target_no, apns_id, push_type, priority, collapse_id, expires_at, accepted_at,
+                               stored_at, delivered_at, discarded_at, discard_reason, presented_at, answered_at, payload)
+            SELECT p.seq, d.device_no, t.target_no, p.apns_id, p.push_type, p.priority, p.collapse_id, p.expires_at, p.accepted_at,
+                   p.stored_at, p.delivered_at, p.discarded_at, p.discard_reason, p.presented_at, p.answered_at, p.payload
+            FROM gw_pushes_v2 p JOIN gw_devices d ON d.device_id = p.device_id
+            JOIN gw_targets t ON t.token = p.token AND t.device_no = d.device_no AND t.bundle_id = p.bundle_id AND t.topic = p.topic
+            ORDER BY p.seq;
+        -- Sequences are never reused (devices dedupe by them): carry AUTOINCREMENT's high-water
+        -- mark over, which is above every remaining row when the newest pushes were pruned.
+        INSERT INTO sqlite_sequence (name, seq)
+            SELECT 'gw_pushes', 0 WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'gw_pushes');
+        UPDATE sqlite_sequence SET seq = MAX(seq, COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'gw_pushes_v2'), 0))
+            WHERE name = 'gw_pushes';
+        DROP TABLE gw_pushes_v2;
+        CREATE INDEX gw_pushes_device ON gw_pushes(device_no, seq);
+        """
 
     private func write<T>(_ body: (Database) throws -> T) throws(GatewayStoreError) -> T {
         do { return try pool.write(body) } catch let error as GatewayStoreError { throw error } catch { throw .backend("\(error)") }
@@ -149,15 +207,20 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     public func registerDevice(_ device: GatewayDeviceRecord) throws(GatewayStoreError) {
         try write { db in
-            try db.execute(sql: "INSERT OR IGNORE INTO gw_devices VALUES (?, ?, ?)",
-                           arguments: [device.deviceID, device.publicKey, device.createdAt])
+            // A device first seen in a push (numbered by the commit) gets its key here.
+            try db.execute(sql: """
+                INSERT INTO gw_devices (device_id, public_key, created_at) VALUES (?, ?, ?)
+                ON CONFLICT (device_id) DO UPDATE SET public_key = excluded.public_key, created_at = excluded.created_at
+                WHERE gw_devices.public_key IS NULL
+                """, arguments: [device.deviceID, device.publicKey, device.createdAt])
         }
     }
 
     public func device(id: String) throws(GatewayStoreError) -> GatewayDeviceRecord? {
         try read { db in
-            try Row.fetchOne(db, sql: "SELECT * FROM gw_devices WHERE device_id = ?", arguments: [id]).map {
-                GatewayDeviceRecord(deviceID: $0["device_id"], publicKey: $0["public_key"], createdAt: $0["created_at"])
+            try Row.fetchOne(db, sql: "SELECT public_key, created_at FROM gw_devices WHERE device_id = ? AND public_key IS NOT NULL",
+                             arguments: [id]).map {
+                GatewayDeviceRecord(deviceID: id, publicKey: $0[0], createdAt: $0[1])
             }
         }
     }
@@ -194,14 +257,17 @@ public final class SQLiteGatewayStore: GatewayStore {
         try write { db in
             let live = try Row.fetchAll(db, sql: "SELECT * FROM gw_tokens WHERE device_id = ? AND bundle_id = ? AND unregistered_at IS NULL",
                                         arguments: [deviceID, bundleID]).map(Self.tokenRecord)
-            for var record in live {
+            for record in live {
                 try db.execute(sql: "UPDATE gw_tokens SET unregistered_at = ? WHERE token = ?", arguments: [at, record.token])
+                // Through (device_no, seq) from each target's device watermark: the device's
+                // open pushes only, never a scan of the log by token.
                 try db.execute(sql: """
                     UPDATE gw_pushes SET discarded_at = ?, discard_reason = 'unregistered'
-                    WHERE token = ? AND delivered_at IS NULL AND discarded_at IS NULL
+                    WHERE seq IN (
+                        SELECT p.seq FROM gw_targets t CROSS JOIN gw_devices d ON d.device_no = t.device_no
+                        CROSS JOIN gw_pushes p INDEXED BY gw_pushes_device ON p.device_no = t.device_no AND p.seq >= d.open_from
+                        WHERE t.token = ? AND p.target_no = t.target_no AND p.delivered_at IS NULL AND p.discarded_at IS NULL)
                     """, arguments: [at, record.token])
-                record.unregisteredAt = at
-                _ = record
             }
             return live.map { var r = $0; r.unregisteredAt = at; return r }
         }
@@ -209,31 +275,116 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     // MARK: Push log
 
+    /// What a push row refers to by number (`gw_targets`), with the device's number.
+    private struct TargetKey: Hashable {
+        var token: String
+        var deviceID: String
+        var bundleID: String
+        var topic: String
+    }
+
+    private struct Numbers {
+        var target: Int64
+        var device: Int64
+    }
+
+    /// The numbers of targets already in the database. Rows in `gw_devices` and `gw_targets`
+    /// are never deleted or renumbered, so an entry stays true; entries learned in a
+    /// transaction are added only after it committed.
+    private let numbers = Mutex<[TargetKey: Numbers]>([:])
+
+    /// The numbers of a push's target and device, creating their rows if new (in `db`'s transaction).
+    private static func resolve(_ key: TargetKey, db: Database) throws -> Numbers {
+        try db.cachedStatement(sql: "INSERT INTO gw_devices (device_id) VALUES (?) ON CONFLICT (device_id) DO NOTHING")
+            .execute(arguments: [key.deviceID])
+        guard let device = try Int64.fetchOne(db.cachedStatement(sql: "SELECT device_no FROM gw_devices WHERE device_id = ?"),
+                                              arguments: [key.deviceID]) else {
+            throw GatewayStoreError.backend("device \(key.deviceID) has no number")
+        }
+        try db.cachedStatement(sql: """
+            INSERT INTO gw_targets (token, device_no, bundle_id, topic) VALUES (?, ?, ?, ?)
+            ON CONFLICT (token, device_no, bundle_id, topic) DO NOTHING
+            """).execute(arguments: [key.token, device, key.bundleID, key.topic])
+        guard let target = try Int64.fetchOne(db.cachedStatement(sql: """
+            SELECT target_no FROM gw_targets WHERE token = ? AND device_no = ? AND bundle_id = ? AND topic = ?
+            """), arguments: [key.token, device, key.bundleID, key.topic]) else {
+            throw GatewayStoreError.backend("target has no number")
+        }
+        return Numbers(target: target, device: device)
+    }
+
     public func commit(pushes: [NewPush], acknowledged: [Int64], at: EpochMilliseconds) throws(GatewayStoreError) -> [StoredPush] {
-        try write { db in
+        var known = numbers.withLock { $0 }
+        var learned: [(TargetKey, Numbers)] = []
+        let stored: [StoredPush] = try write { db in
             var stored: [StoredPush] = []
             stored.reserveCapacity(pushes.count)
             if !pushes.isEmpty {
                 let insert = try db.cachedStatement(sql: """
-                    INSERT INTO gw_pushes (apns_id, token, device_id, bundle_id, topic, push_type, priority, collapse_id,
-                                           expires_at, payload, accepted_at, stored_at)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    INSERT INTO gw_pushes (device_no, target_no, apns_id, push_type, priority, collapse_id,
+                                           expires_at, accepted_at, stored_at, payload)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """)
                 // Bound by hand on the cached statement: GRDB's `StatementArguments` boxes every
-                // value of every row (twelve per push), the largest per-row cost of the commit.
+                // value of every row, the largest per-row cost of the commit.
                 let handle = insert.sqliteStatement
                 var scratch: [UInt8] = []
-                scratch.reserveCapacity(512)
+                scratch.reserveCapacity(256)
                 for p in pushes {
-                    try Self.bindAndStep(handle, db: db, push: p, storedAt: at, scratch: &scratch)
+                    let key = TargetKey(token: p.token, deviceID: p.deviceID, bundleID: p.bundleID, topic: p.topic)
+                    let n: Numbers
+                    if let found = known[key] {
+                        n = found
+                    } else {
+                        n = try Self.resolve(key, db: db)
+                        known[key] = n
+                        learned.append((key, n))
+                    }
+                    try Self.bindAndStep(handle, db: db, push: p, numbers: n, storedAt: at, scratch: &scratch)
                     stored.append(StoredPush(sequence: db.lastInsertedRowID, push: p, storedAt: at))
                 }
             }
-            if !acknowledged.isEmpty {
-                let ack = try db.cachedStatement(sql: "UPDATE gw_pushes SET delivered_at = ? WHERE seq = ? AND delivered_at IS NULL")
-                for seq in acknowledged { try ack.execute(arguments: [at, seq]) }
-            }
+            if !acknowledged.isEmpty { try Self.markDelivered(acknowledged, at: at, db: db) }
             return stored
+        }
+        if !learned.isEmpty {
+            numbers.withLock { cache in for (key, n) in learned { cache[key] = n } }
+        }
+        return stored
+    }
+
+    /// Marks acknowledged pushes delivered: one `UPDATE` per run of consecutive sequences
+    /// (`seq BETWEEN first AND last`, a rowid range), bound by hand. A device acknowledges in
+    /// delivery order and the committer gets each connection's acknowledgements in order, so
+    /// with few devices most of a batch is one or a few runs; every sequence of a run was
+    /// acknowledged, so nothing unacknowledged is marked. (Rows still change one by one:
+    /// what a run saves is the statement and its bindings per acknowledgement.)
+    private static func markDelivered(_ acknowledged: [Int64], at: EpochMilliseconds, db: Database) throws {
+        let statement = try db.cachedStatement(sql: """
+            UPDATE gw_pushes SET delivered_at = ? WHERE seq BETWEEN ? AND ? AND delivered_at IS NULL
+            """)
+        let s = statement.sqliteStatement
+        var sorted = acknowledged
+        if zip(sorted, sorted.dropFirst()).contains(where: { $0 > $1 }) { sorted.sort() }
+        var i = 0
+        while i < sorted.count {
+            let first = sorted[i]
+            var last = first
+            i += 1
+            while i < sorted.count && sorted[i] <= last + 1 {
+                last = max(last, sorted[i])
+                i += 1
+            }
+            var code = sqlite3_bind_int64(s, 1, at)
+            if code == SQLITE_OK { code = sqlite3_bind_int64(s, 2, first) }
+            if code == SQLITE_OK { code = sqlite3_bind_int64(s, 3, last) }
+            if code == SQLITE_OK {
+                code = sqlite3_step(s)
+                if code == SQLITE_DONE { code = SQLITE_OK }
+            }
+            let message = code == SQLITE_OK ? nil : db.lastErrorMessage
+            sqlite3_reset(s)
+            if code != SQLITE_OK { throw DatabaseError(resultCode: ResultCode(rawValue: code), message: message) }
         }
     }
 
@@ -244,16 +395,15 @@ public final class SQLiteGatewayStore: GatewayStore {
     /// across rows) and bound in place with `SQLITE_STATIC`, the payload likewise from its
     /// array: SQLite's `SQLITE_TRANSIENT` copy meant a `malloc`, a copy and a `free` per column
     /// per row. The bindings are cleared before the buffers go away.
-    private static func bindAndStep(_ s: SQLiteStatement, db: Database, push p: NewPush, storedAt: EpochMilliseconds,
-                                    scratch: inout [UInt8]) throws {
+    private static func bindAndStep(_ s: SQLiteStatement, db: Database, push p: NewPush, numbers n: Numbers,
+                                    storedAt: EpochMilliseconds, scratch: inout [UInt8]) throws {
         scratch.removeAll(keepingCapacity: true)
         func append(_ text: String) -> Range<Int> {
             let start = scratch.count
             scratch.append(contentsOf: text.utf8)
             return start..<scratch.count
         }
-        let apnsID = append(p.apnsID), token = append(p.token), deviceID = append(p.deviceID)
-        let bundleID = append(p.bundleID), topic = append(p.topic), pushType = append(p.pushType)
+        let apnsID = append(p.apnsID), pushType = append(p.pushType)
         let collapseID = p.collapseID.map(append)
         let (code, message): (CInt, String?) = scratch.withUnsafeBytes { text in
             p.payload.withUnsafeBytes { payload in
@@ -263,21 +413,19 @@ public final class SQLiteGatewayStore: GatewayStore {
                     let start = (text.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!) + range.lowerBound
                     return sqlite3_bind_text(s, index, start.assumingMemoryBound(to: CChar.self), CInt(range.count), staticBytes)
                 }
-                var code = bindText(1, apnsID)
-                if code == SQLITE_OK { code = bindText(2, token) }
-                if code == SQLITE_OK { code = bindText(3, deviceID) }
-                if code == SQLITE_OK { code = bindText(4, bundleID) }
-                if code == SQLITE_OK { code = bindText(5, topic) }
-                if code == SQLITE_OK { code = bindText(6, pushType) }
-                if code == SQLITE_OK { code = sqlite3_bind_int64(s, 7, Int64(p.priority)) }
-                if code == SQLITE_OK { code = bindText(8, collapseID) }
-                if code == SQLITE_OK { code = sqlite3_bind_int64(s, 9, Int64(p.expiresAt)) }
+                var code = sqlite3_bind_int64(s, 1, n.device)
+                if code == SQLITE_OK { code = sqlite3_bind_int64(s, 2, n.target) }
+                if code == SQLITE_OK { code = bindText(3, apnsID) }
+                if code == SQLITE_OK { code = bindText(4, pushType) }
+                if code == SQLITE_OK { code = sqlite3_bind_int64(s, 5, Int64(p.priority)) }
+                if code == SQLITE_OK { code = bindText(6, collapseID) }
+                if code == SQLITE_OK { code = sqlite3_bind_int64(s, 7, Int64(p.expiresAt)) }
+                if code == SQLITE_OK { code = sqlite3_bind_int64(s, 8, Int64(p.acceptedAt)) }
+                if code == SQLITE_OK { code = sqlite3_bind_int64(s, 9, Int64(storedAt)) }
                 if code == SQLITE_OK {
                     // An empty payload is still a blob, never NULL (the column is NOT NULL).
                     code = sqlite3_bind_blob(s, 10, payload.baseAddress ?? UnsafeRawPointer(bitPattern: 1), CInt(payload.count), staticBytes)
                 }
-                if code == SQLITE_OK { code = sqlite3_bind_int64(s, 11, Int64(p.acceptedAt)) }
-                if code == SQLITE_OK { code = sqlite3_bind_int64(s, 12, Int64(storedAt)) }
                 if code == SQLITE_OK {
                     code = sqlite3_step(s)
                     if code == SQLITE_DONE { code = SQLITE_OK }
@@ -291,23 +439,62 @@ public final class SQLiteGatewayStore: GatewayStore {
         if code != SQLITE_OK { throw DatabaseError(resultCode: ResultCode(rawValue: code), message: message) }
     }
 
-    private static func storedPush(_ row: Row) -> StoredPush {
-        let payload: Data = row["payload"]
-        return StoredPush(sequence: row["seq"], push: NewPush(
-            apnsID: row["apns_id"], token: row["token"], deviceID: row["device_id"], bundleID: row["bundle_id"],
-            topic: row["topic"], pushType: row["push_type"], priority: row["priority"], collapseID: row["collapse_id"],
-            expiresAt: row["expires_at"], payload: Array(payload), acceptedAt: row["accepted_at"]), storedAt: row["stored_at"])
+    /// The columns `storedPush` reads, by position (GRDB's by-name lookup lower-cases each
+    /// name per row).
+    private static let storedPushColumns = """
+        p.seq, p.apns_id, t.token, t.bundle_id, t.topic, p.push_type, p.priority, p.collapse_id, p.expires_at, p.payload,
+        p.accepted_at, p.stored_at
+        """
+
+    private static func storedPush(_ row: Row, deviceID: String) -> StoredPush {
+        let payload: Data = row[9]
+        return StoredPush(sequence: row[0], push: NewPush(
+            apnsID: row[1], token: row[2], deviceID: deviceID, bundleID: row[3], topic: row[4], pushType: row[5],
+            priority: row[6], collapseID: row[7], expiresAt: row[8], payload: Array(payload), acceptedAt: row[10]),
+            storedAt: row[11])
+    }
+
+    /// A device's number and where its open pushes start: the watermark moved past the
+    /// pushes finished since it was last moved. Read-only (off the writer): the walk covers
+    /// each finished push about once, and a stale answer is still true, because a finished
+    /// push stays finished and pushes committed later get larger sequences.
+    private static func openStart(deviceNo: Int64, from watermark: Int64, db: Database) throws -> Int64 {
+        if let first = try Int64.fetchOne(db.cachedStatement(sql: """
+            SELECT seq FROM gw_pushes INDEXED BY gw_pushes_device
+            WHERE device_no = ? AND seq >= ? AND delivered_at IS NULL AND discarded_at IS NULL ORDER BY seq LIMIT 1
+            """), arguments: [deviceNo, watermark]) {
+            return first
+        }
+        let last = try Int64.fetchOne(db.cachedStatement(sql: "SELECT MAX(seq) FROM gw_pushes WHERE device_no = ?"),
+                                      arguments: [deviceNo])
+        return max(watermark, (last ?? watermark - 1) + 1)
+    }
+
+    private static func moveWatermark(deviceNo: Int64, to start: Int64, db: Database) throws {
+        try db.cachedStatement(sql: "UPDATE gw_devices SET open_from = ? WHERE device_no = ? AND open_from < ?")
+            .execute(arguments: [start, deviceNo, start])
     }
 
     public func pendingPushes(deviceID: String, now: EpochMilliseconds) throws(GatewayStoreError) -> [StoredPush] {
-        try write { db in
+        let found: (device: Int64, start: Int64)? = try read { db in
+            guard let row = try Row.fetchOne(db, sql: "SELECT device_no, open_from FROM gw_devices WHERE device_id = ?",
+                                             arguments: [deviceID]) else { return nil }
+            let device: Int64 = row[0]
+            return (device, try Self.openStart(deviceNo: device, from: row[1], db: db))
+        }
+        guard let found else { return [] }
+        let device = found.device, start = found.start
+        return try write { db in
+            try Self.moveWatermark(deviceNo: device, to: start, db: db)
             try db.execute(sql: """
-                UPDATE gw_pushes SET discarded_at = ?, discard_reason = 'expired'
-                WHERE device_id = ? AND delivered_at IS NULL AND discarded_at IS NULL AND expires_at <= ?
-                """, arguments: [now, deviceID, now])
+                UPDATE gw_pushes INDEXED BY gw_pushes_device SET discarded_at = ?, discard_reason = 'expired'
+                WHERE device_no = ? AND seq >= ? AND delivered_at IS NULL AND discarded_at IS NULL AND expires_at <= ?
+                """, arguments: [now, device, start, now])
             let live = try Row.fetchAll(db, sql: """
-                SELECT * FROM gw_pushes WHERE device_id = ? AND delivered_at IS NULL AND discarded_at IS NULL ORDER BY seq
-                """, arguments: [deviceID]).map(Self.storedPush)
+                SELECT \(Self.storedPushColumns)
+                FROM gw_pushes p INDEXED BY gw_pushes_device CROSS JOIN gw_targets t ON t.target_no = p.target_no
+                WHERE p.device_no = ? AND p.seq >= ? AND p.delivered_at IS NULL AND p.discarded_at IS NULL ORDER BY p.seq
+                """, arguments: [device, start]).map { Self.storedPush($0, deviceID: deviceID) }
             var policies: [String: StoragePolicy] = [:]
             for bundle in Set(live.map(\.push.bundleID)) {
                 let raw = try String.fetchOne(db, sql: "SELECT storage_policy FROM gw_apps WHERE bundle_id = ?", arguments: [bundle])
@@ -324,13 +511,19 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     public func status(apnsID: String) throws(GatewayStoreError) -> [PushStatus] {
         try read { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM gw_pushes WHERE apns_id = ? ORDER BY seq", arguments: [apnsID]).map { row in
-                let token: String = row["token"]
-                return PushStatus(sequence: row["seq"], apnsID: row["apns_id"], bundleID: row["bundle_id"], topic: row["topic"],
-                                  pushType: row["push_type"], tokenPrefix: String(token.prefix(8)), acceptedAt: row["accepted_at"],
-                                  storedAt: row["stored_at"], expiresAt: row["expires_at"], deliveredAt: row["delivered_at"],
-                                  presentedAt: row["presented_at"], answeredAt: row["answered_at"], discardedAt: row["discarded_at"],
-                                  discardReason: (row["discard_reason"] as String?).map(DiscardReason.init(rawValue:)))
+            // The log is the outer loop (CROSS JOIN fixes the order): a scan, no apns_id index.
+            try Row.fetchAll(db, sql: """
+                SELECT p.seq, p.apns_id, t.bundle_id, t.topic, p.push_type, t.token, p.accepted_at, p.stored_at, p.expires_at,
+                       p.delivered_at, p.presented_at, p.answered_at, p.discarded_at, p.discard_reason
+                FROM gw_pushes p CROSS JOIN gw_targets t ON t.target_no = p.target_no
+                WHERE p.apns_id = ? ORDER BY p.seq
+                """, arguments: [apnsID]).map { row in
+                let token: String = row[5]
+                return PushStatus(sequence: row[0], apnsID: row[1], bundleID: row[2], topic: row[3],
+                                  pushType: row[4], tokenPrefix: String(token.prefix(8)), acceptedAt: row[6],
+                                  storedAt: row[7], expiresAt: row[8], deliveredAt: row[9],
+                                  presentedAt: row[10], answeredAt: row[11], discardedAt: row[12],
+                                  discardReason: (row[13] as String?).map(DiscardReason.init(rawValue:)))
             }
         }
     }
@@ -343,9 +536,10 @@ public final class SQLiteGatewayStore: GatewayStore {
         default: return false
         }
         return try write { db in
-            guard let seq = try Int64.fetchOne(db, sql: """
-                SELECT seq FROM gw_pushes INDEXED BY gw_pushes_device WHERE device_id = ? AND apns_id = ? ORDER BY seq DESC LIMIT 1
-                """, arguments: [deviceID, apnsID]) else { return false }
+            guard let device = try Int64.fetchOne(db, sql: "SELECT device_no FROM gw_devices WHERE device_id = ?", arguments: [deviceID]),
+                  let seq = try Int64.fetchOne(db, sql: """
+                    SELECT seq FROM gw_pushes INDEXED BY gw_pushes_device WHERE device_no = ? AND apns_id = ? ORDER BY seq DESC LIMIT 1
+                    """, arguments: [device, apnsID]) else { return false }
             try db.execute(sql: "UPDATE gw_pushes SET \(column) = COALESCE(\(column), ?), delivered_at = COALESCE(delivered_at, ?) WHERE seq = ?",
                            arguments: [at, at, seq])
             return true
@@ -353,13 +547,40 @@ public final class SQLiteGatewayStore: GatewayStore {
     }
 
     public func expirePushes(now: EpochMilliseconds, limit: Int) throws(GatewayStoreError) -> Int {
-        try write { db in
-            try db.execute(sql: """
+        // The walk off the writer: each device's watermark moved past its finished pushes, then
+        // up to `limit` expired open pushes from there. The write re-checks each.
+        let (watermarks, candidates): ([(Int64, Int64)], [Int64]) = try read { db in
+            var moved: [(Int64, Int64)] = []
+            for row in try Row.fetchAll(db, sql: "SELECT device_no, open_from FROM gw_devices") {
+                let device: Int64 = row[0], watermark: Int64 = row[1]
+                let start = try Self.openStart(deviceNo: device, from: watermark, db: db)
+                if start > watermark { moved.append((device, start)) }
+            }
+            var candidates: [Int64] = []
+            let open = try db.cachedStatement(sql: """
+                SELECT seq FROM gw_pushes INDEXED BY gw_pushes_device
+                WHERE device_no = ? AND seq >= ? AND delivered_at IS NULL AND discarded_at IS NULL AND expires_at <= ? LIMIT ?
+                """)
+            let starts = Dictionary(moved, uniquingKeysWith: { $1 })
+            for row in try Row.fetchAll(db, sql: "SELECT device_no, open_from FROM gw_devices") where candidates.count < limit {
+                let device: Int64 = row[0]
+                let start = starts[device] ?? row[1]
+                candidates += try Int64.fetchAll(open, arguments: [device, start, now, limit - candidates.count])
+            }
+            return (moved, candidates)
+        }
+        return try write { db in
+            for (device, start) in watermarks { try Self.moveWatermark(deviceNo: device, to: start, db: db) }
+            let expire = try db.cachedStatement(sql: """
                 UPDATE gw_pushes SET discarded_at = ?, discard_reason = 'expired'
-                WHERE seq IN (SELECT seq FROM gw_pushes
-                              WHERE delivered_at IS NULL AND discarded_at IS NULL AND expires_at <= ? LIMIT ?)
-                """, arguments: [now, now, limit])
-            return db.changesCount
+                WHERE seq = ? AND delivered_at IS NULL AND discarded_at IS NULL
+                """)
+            var count = 0
+            for seq in candidates {
+                try expire.execute(arguments: [now, seq])
+                count += db.changesCount
+            }
+            return count
         }
     }
 
