@@ -291,35 +291,93 @@ public final class SQLiteGatewayStore: GatewayStore {
         if code != SQLITE_OK { throw DatabaseError(resultCode: ResultCode(rawValue: code), message: message) }
     }
 
-    private static func storedPush(_ row: Row) -> StoredPush {
-        let payload: Data = row["payload"]
-        return StoredPush(sequence: row["seq"], push: NewPush(
-            apnsID: row["apns_id"], token: row["token"], deviceID: row["device_id"], bundleID: row["bundle_id"],
-            topic: row["topic"], pushType: row["push_type"], priority: row["priority"], collapseID: row["collapse_id"],
-            expiresAt: row["expires_at"], payload: Array(payload), acceptedAt: row["accepted_at"]), storedAt: row["stored_at"])
-    }
-
-    public func pendingPushes(deviceID: String, now: EpochMilliseconds) throws(GatewayStoreError) -> [StoredPush] {
+    public func prepareBacklog(deviceID: String, now: EpochMilliseconds) throws(GatewayStoreError) -> Int {
         try write { db in
             try db.execute(sql: """
                 UPDATE gw_pushes SET discarded_at = ?, discard_reason = 'expired'
                 WHERE device_id = ? AND delivered_at IS NULL AND discarded_at IS NULL AND expires_at <= ?
                 """, arguments: [now, deviceID, now])
-            let live = try Row.fetchAll(db, sql: """
-                SELECT * FROM gw_pushes WHERE device_id = ? AND delivered_at IS NULL AND discarded_at IS NULL ORDER BY seq
-                """, arguments: [deviceID]).map(Self.storedPush)
-            var policies: [String: StoragePolicy] = [:]
-            for bundle in Set(live.map(\.push.bundleID)) {
-                let raw = try String.fetchOne(db, sql: "SELECT storage_policy FROM gw_apps WHERE bundle_id = ?", arguments: [bundle])
-                policies[bundle] = raw.flatMap(StoragePolicy.init(rawValue:)) ?? .apns
-            }
-            let (keep, discard) = Self.applyStoragePolicy(live) { policies[$0] ?? .apns }
-            for p in discard {
-                try db.execute(sql: "UPDATE gw_pushes SET discarded_at = ?, discard_reason = 'coalesced' WHERE seq = ?",
-                               arguments: [now, p.sequence])
-            }
-            return keep
+            let expired = db.changesCount
+            // The storage policy over the device's whole open set, in one statement: each open
+            // push is ranked newest first within its token (`apns`, and apps not registered) or
+            // its token and collapse id (`all`); all but rank 1 go. Pushes of `all` apps without
+            // a collapse id always stay, so they are left out before the ranking's sort (a large
+            // `all` backlog without collapse ids costs one index walk, no sort).
+            try db.execute(sql: """
+                UPDATE gw_pushes SET discarded_at = ?, discard_reason = 'coalesced'
+                WHERE seq IN (
+                    SELECT seq FROM (
+                        SELECT p.seq AS seq,
+                               ROW_NUMBER() OVER (PARTITION BY p.token, CASE WHEN a.storage_policy = 'all' THEN p.collapse_id END
+                                                  ORDER BY p.seq DESC) AS newest
+                        FROM gw_pushes p LEFT JOIN gw_apps a ON a.bundle_id = p.bundle_id
+                        WHERE p.device_id = ? AND p.delivered_at IS NULL AND p.discarded_at IS NULL
+                          AND (a.storage_policy IS NOT 'all' OR p.collapse_id IS NOT NULL))
+                    WHERE newest > 1)
+                """, arguments: [now, deviceID])
+            return expired + db.changesCount
         }
+    }
+
+    /// Columns by index, in this order (`storedPush(from:)`): no by-name lookup per row.
+    private static let pageSQL = """
+        SELECT seq, apns_id, token, device_id, bundle_id, topic, push_type, priority, collapse_id, expires_at, payload,
+               accepted_at, stored_at
+        FROM gw_pushes
+        WHERE device_id = ? AND delivered_at IS NULL AND discarded_at IS NULL AND seq > ?
+        ORDER BY seq LIMIT ?
+        """
+
+    public func pendingPushes(deviceID: String, after: Int64, limit: Int) throws(GatewayStoreError) -> [StoredPush] {
+        guard limit > 0 else { return [] }
+        return try read { db in
+            let statement = try db.cachedStatement(sql: Self.pageSQL)
+            let s = statement.sqliteStatement
+            var page: [StoredPush] = []
+            page.reserveCapacity(min(limit, 4_096))
+            // The device id is bound in place (`SQLITE_STATIC`) for the steps below; the
+            // bindings are cleared before its bytes go away.
+            let (code, message): (CInt, String?) = deviceID.utf8CString.withUnsafeBufferPointer { id in
+                var code = sqlite3_bind_text(s, 1, id.baseAddress, CInt(id.count - 1), Self.staticBytes)
+                if code == SQLITE_OK { code = sqlite3_bind_int64(s, 2, after) }
+                if code == SQLITE_OK { code = sqlite3_bind_int64(s, 3, Int64(limit)) }
+                while code == SQLITE_OK {
+                    let step = sqlite3_step(s)
+                    if step == SQLITE_ROW {
+                        page.append(Self.storedPush(from: s))
+                    } else {
+                        code = step == SQLITE_DONE ? SQLITE_OK : step
+                        break
+                    }
+                }
+                let message = code == SQLITE_OK ? nil : db.lastErrorMessage
+                sqlite3_reset(s)
+                sqlite3_clear_bindings(s)
+                return (code, message)
+            }
+            if code != SQLITE_OK { throw DatabaseError(resultCode: ResultCode(rawValue: code), message: message) }
+            return page
+        }
+    }
+
+    /// The current row of `pageSQL`.
+    private static func storedPush(from s: SQLiteStatement) -> StoredPush {
+        func text(_ i: CInt) -> String {
+            guard let bytes = sqlite3_column_text(s, i) else { return "" }
+            return String(decoding: UnsafeBufferPointer(start: bytes, count: Int(sqlite3_column_bytes(s, i))), as: UTF8.self)
+        }
+        let payload: [UInt8]
+        if let blob = sqlite3_column_blob(s, 10) {
+            payload = Array(UnsafeRawBufferPointer(start: blob, count: Int(sqlite3_column_bytes(s, 10))))
+        } else {
+            payload = []
+        }
+        let push = NewPush(apnsID: text(1), token: text(2), deviceID: text(3), bundleID: text(4), topic: text(5), pushType: text(6),
+                           priority: Int(sqlite3_column_int64(s, 7)),
+                           collapseID: sqlite3_column_type(s, 8) == SQLITE_NULL ? nil : text(8),
+                           expiresAt: EpochMilliseconds(sqlite3_column_int64(s, 9)), payload: payload,
+                           acceptedAt: EpochMilliseconds(sqlite3_column_int64(s, 11)))
+        return StoredPush(sequence: sqlite3_column_int64(s, 0), push: push, storedAt: EpochMilliseconds(sqlite3_column_int64(s, 12)))
     }
 
     public func status(apnsID: String) throws(GatewayStoreError) -> [PushStatus] {
