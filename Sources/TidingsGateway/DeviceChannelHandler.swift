@@ -71,6 +71,7 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
         flushAcknowledgements()
         handshakeTimeout?.cancel()
         if case .ready(let session) = state {
+            session.closed()
             core.hub.detach(session)
             logger.debug("device disconnected")
         }
@@ -89,6 +90,11 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
     private func fail(_ message: String, reason: String = "ProtocolError", context: ChannelHandlerContext) {
         logger.info("closing device connection", metadata: ["error": "\(message)"])
         send(.error(requestID: nil, reason: reason, message: message), context: context)
+        if case .ready(let session) = state {
+            // channelInactive sees `.closed`: detach here, and stop the session's backlog reads.
+            session.closed()
+            core.hub.detach(session)
+        }
         state = .closed
         context.close(promise: nil)
     }
@@ -175,29 +181,21 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
     }
 
     private func registered(_ result: Result<Void, any Error>, deviceID: String, context: ChannelHandlerContext) {
-            let store = core.store
-            let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
-            let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
-            guard case .verifying = state else { return }
-            if case .failure(let error) = result {
-                fail("cannot register the device: \(error)", reason: "InternalServerError", context: context)
-                return
-            }
-            handshakeTimeout?.cancel()
-            handshakeTimeout = nil
-            let session = DeviceSession(deviceID: deviceID, channel: context.channel)
-            state = .ready(session)
-            if let old = core.hub.attach(session) { old.channel.close(promise: nil) }
-            send(.welcome(deviceID: deviceID, batchedAcks: true), context: context)
-            logger.debug("device connected")
-            let now = core.clock.nowMilliseconds()
-            core.blocking(on: context.eventLoop) { try store.pendingPushes(deviceID: deviceID, now: now) }.whenComplete { result in
-                switch result {
-                case .success(let backlog): session.backlogLoaded(backlog)
-                case .failure(let error):
-                    handler.value.fail("cannot load stored pushes: \(error)", reason: "InternalServerError", context: bound.value)
-                }
-            }
+        guard case .verifying = state else { return }
+        if case .failure(let error) = result {
+            fail("cannot register the device: \(error)", reason: "InternalServerError", context: context)
+            return
+        }
+        handshakeTimeout?.cancel()
+        handshakeTimeout = nil
+        let session = DeviceSession(deviceID: deviceID, channel: context.channel, core: core)
+        state = .ready(session)
+        if let old = core.hub.attach(session) { old.channel.close(promise: nil) }
+        send(.welcome(deviceID: deviceID, batchedAcks: true), context: context)
+        logger.debug("device connected")
+        // Attached first, then the backlog is paged: a push committed from now on reaches the
+        // session, and the state machine keeps it after the backlog, once.
+        session.start()
     }
 
     private func acknowledged(_ sequence: Int64, session: DeviceSession) {

@@ -2,52 +2,141 @@ import TidingsStorage
 
 /// The delivery order of one device connection, as a pure state machine.
 ///
-/// When a device connects, its session is attached to the hub first and its backlog is read
-/// from the store second, so a push committed in between may arrive both ways: pushes that
-/// arrive while the backlog loads are held, and the backlog goes out first, then the held
-/// pushes it did not contain, in sequence order. Afterwards pushes go out as they commit.
-/// Acknowledgements are accepted only for pushes sent on this connection.
+/// When a device connects, its session is attached to the hub first; then its backlog is read
+/// from the store in pages by sequence (`GatewayStore.pendingPushes(deviceID:after:limit:)`,
+/// the first read preceded by `prepareBacklog`, which applies expiration and the storage
+/// policy to the whole backlog). The next page is read only once the device has acknowledged
+/// enough: at most `pagesInFlight` pages' worth of pushes are unacknowledged, so memory stays
+/// bounded however large the backlog.
+///
+/// Pushes committed meanwhile (the hub hands them to the session after they are durable):
+/// - arriving while no page read runs, they are dropped: the next read starts after they
+///   arrived, so it (or a later one) contains them;
+/// - arriving while a page read runs, they are held, as the read may or may not contain them.
+///   When that read returns a full page, the held pushes are dropped (their sequences are
+///   above the page's, so a later read contains them). When it returns a short page (the last),
+///   the held pushes above the page's last sequence go out after it, in sequence order, and
+///   the connection turns live.
+///
+/// Live, a push goes out as it commits unless its sequence is not above the highest sent
+/// (then it was already sent, or left out by the store). So every push goes out once per
+/// connection, in sequence order. Acknowledgements are accepted only for pushes in flight.
 struct DeviceDeliveryStateMachine: Sendable {
-    private enum Phase: Sendable {
-        case loadingBacklog(held: [StoredPush])
-        case live
+    /// A page to read: sequences after `after`, at most `limit`; `prepare`: the first read,
+    /// which applies expiration and the storage policy to the whole backlog first.
+    struct PageRequest: Sendable, Hashable {
+        var after: Int64
+        var limit: Int
+        var prepare: Bool
     }
 
-    private var phase: Phase = .loadingBacklog(held: [])
+    /// What to do after an event: send these pushes (in this order), then read this page.
+    struct Actions: Sendable, Hashable {
+        var send: [StoredPush] = []
+        var read: PageRequest?
+    }
+
+    private enum Phase: Sendable {
+        /// Paging the backlog. `reading`: a page read is under way, `held`: pushes committed
+        /// since it started.
+        case backlog(reading: Bool, held: [StoredPush])
+        case live
+        /// The connection ended or a page read failed: nothing more is sent or read.
+        case closed
+    }
+
+    let pageSize: Int
+    /// Unacknowledged pushes allowed before the next page: `pagesInFlight` pages' worth.
+    let inFlightLimit: Int
+    private var phase: Phase = .backlog(reading: false, held: [])
+    private var started = false
+    /// The highest sequence sent on this connection (or read from the store).
+    private(set) var highestSent: Int64 = 0
     private(set) var inFlight: Set<Int64> = []
 
-    /// New commits for this device: returns what to send now.
+    init(pageSize: Int = 1_000, pagesInFlight: Int = 2) {
+        self.pageSize = max(1, pageSize)
+        self.inFlightLimit = self.pageSize * max(1, pagesInFlight)
+    }
+
+    /// The session is attached: the first page to read (once).
+    mutating func start() -> PageRequest? {
+        guard !started, case .backlog = phase else { return nil }
+        started = true
+        phase = .backlog(reading: true, held: [])
+        return PageRequest(after: 0, limit: pageSize, prepare: true)
+    }
+
+    /// New commits for this device (in commit order): returns what to send now.
     mutating func committed(_ pushes: [StoredPush]) -> [StoredPush] {
         switch phase {
-        case .loadingBacklog(var held):
+        case .backlog(reading: true, var held):
             held.append(contentsOf: pushes)
-            phase = .loadingBacklog(held: held)
+            phase = .backlog(reading: true, held: held)
+            return []
+        case .backlog(reading: false, _), .closed:
             return []
         case .live:
-            let fresh = pushes.filter { !inFlight.contains($0.sequence) }
-            for p in fresh { inFlight.insert(p.sequence) }
-            return fresh
+            var out: [StoredPush] = []
+            for p in pushes.sorted(by: { $0.sequence < $1.sequence }) where p.sequence > highestSent {
+                out.append(p)
+                highestSent = p.sequence
+                inFlight.insert(p.sequence)
+            }
+            return out
         }
     }
 
-    /// The backlog read from the store: returns what to send, in order.
-    mutating func backlogLoaded(_ backlog: [StoredPush]) -> [StoredPush] {
-        guard case .loadingBacklog(let held) = phase else { return [] }
-        var seen = Set(backlog.map(\.sequence))
-        var out = backlog.sorted { $0.sequence < $1.sequence }
-        for p in held.sorted(by: { $0.sequence < $1.sequence }) where !seen.contains(p.sequence) {
-            seen.insert(p.sequence)
-            out.append(p)
+    /// A page read returned (`page` in sequence order, as asked: at most `pageSize`).
+    mutating func pageLoaded(_ page: [StoredPush]) -> Actions {
+        guard case .backlog(reading: true, let held) = phase else { return Actions() }
+        var actions = Actions()
+        for p in page.sorted(by: { $0.sequence < $1.sequence }) where p.sequence > highestSent {
+            actions.send.append(p)
+            highestSent = p.sequence
         }
-        phase = .live
-        for p in out { inFlight.insert(p.sequence) }
-        return out
+        if page.count < pageSize {
+            // The last page: what committed during this read and is not in it goes after it.
+            for p in held.sorted(by: { $0.sequence < $1.sequence }) where p.sequence > highestSent {
+                actions.send.append(p)
+                highestSent = p.sequence
+            }
+            phase = .live
+        } else {
+            phase = .backlog(reading: false, held: [])
+        }
+        for p in actions.send { inFlight.insert(p.sequence) }
+        actions.read = nextPage()
+        return actions
     }
 
-    /// A device acknowledgement: true when it names a push sent on this connection.
-    mutating func acknowledged(_ sequence: Int64) -> Bool {
-        inFlight.remove(sequence) != nil
+    /// A page read failed: the connection is to be closed with an error. False when it no
+    /// longer matters (the connection already ended).
+    mutating func pageFailed() -> Bool {
+        guard case .backlog(reading: true, _) = phase else { return false }
+        phase = .closed
+        return true
+    }
+
+    /// A device acknowledgement: `accepted` when it names a push in flight on this connection;
+    /// `read` when it made room for the next page.
+    mutating func acknowledged(_ sequence: Int64) -> (accepted: Bool, read: PageRequest?) {
+        let accepted = inFlight.remove(sequence) != nil
+        return (accepted, accepted ? nextPage() : nil)
+    }
+
+    /// The connection ended.
+    mutating func closed() {
+        phase = .closed
+    }
+
+    /// The next page, if the backlog is not exhausted, no read runs and there is room.
+    private mutating func nextPage() -> PageRequest? {
+        guard case .backlog(reading: false, _) = phase, inFlight.count + pageSize <= inFlightLimit else { return nil }
+        phase = .backlog(reading: true, held: [])
+        return PageRequest(after: highestSent, limit: pageSize, prepare: false)
     }
 
     var isLive: Bool { if case .live = phase { true } else { false } }
+    var isReadingPage: Bool { if case .backlog(reading: true, _) = phase { true } else { false } }
 }

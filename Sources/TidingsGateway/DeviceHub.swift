@@ -46,16 +46,27 @@ final class DeviceHub: Sendable {
     }
 }
 
-/// One connected device: its channel and its delivery state (owned by the channel's event loop).
+/// One connected device: its channel and its delivery state (owned by the channel's event
+/// loop). It pages the device's backlog from the store (`DeviceDeliveryStateMachine` decides
+/// when), then sends pushes as they commit.
 final class DeviceSession: Sendable {
     let deviceID: String
     let channel: any Channel
+    private let core: GatewayCore
     private let state: NIOLoopBoundBox<DeviceDeliveryStateMachine>
 
-    init(deviceID: String, channel: any Channel) {
+    init(deviceID: String, channel: any Channel, core: GatewayCore) {
         self.deviceID = deviceID
         self.channel = channel
-        self.state = NIOLoopBoundBox(DeviceDeliveryStateMachine(), eventLoop: channel.eventLoop)
+        self.core = core
+        let machine = DeviceDeliveryStateMachine(pageSize: core.configuration.deviceBacklogPageSize,
+                                                 pagesInFlight: core.configuration.deviceBacklogPagesInFlight)
+        self.state = NIOLoopBoundBox(machine, eventLoop: channel.eventLoop)
+    }
+
+    /// On the event loop, once attached to the hub: starts reading the backlog.
+    func start() {
+        if let request = state.value.start() { read(request) }
     }
 
     func committed(_ pushes: [StoredPush]) {
@@ -64,13 +75,46 @@ final class DeviceSession: Sendable {
         }
     }
 
-    /// On the event loop.
-    func backlogLoaded(_ backlog: [StoredPush]) {
-        send(state.value.backlogLoaded(backlog))
+    /// On the event loop: whether the sequence was in flight on this connection (an
+    /// acknowledgement may make room for the next backlog page).
+    func acknowledged(_ sequence: Int64) -> Bool {
+        let (accepted, next) = state.value.acknowledged(sequence)
+        if let next { read(next) }
+        return accepted
     }
 
-    /// On the event loop: whether the sequence was in flight on this connection.
-    func acknowledged(_ sequence: Int64) -> Bool { state.value.acknowledged(sequence) }
+    /// On the event loop: the connection ended (a page read still running is ignored).
+    func closed() { state.value.closed() }
+
+    /// Reads one backlog page off the event loop; the first also applies expiration and the
+    /// storage policy to the whole backlog. A failure closes the connection with an error.
+    private func read(_ request: DeviceDeliveryStateMachine.PageRequest) {
+        let store = core.store
+        let deviceID = deviceID
+        let now = core.clock.nowMilliseconds()
+        core.blocking(on: channel.eventLoop) { () throws -> [StoredPush] in
+            if request.prepare { try store.prepareBacklog(deviceID: deviceID, now: now) }
+            return try store.pendingPushes(deviceID: deviceID, after: request.after, limit: request.limit)
+        }.whenComplete { [self] result in
+            switch result {
+            case .success(let page):
+                let actions = state.value.pageLoaded(page)
+                send(actions.send)
+                if let next = actions.read { read(next) }
+            case .failure(let error):
+                guard state.value.pageFailed() else { return }
+                var logger = core.logger
+                logger[metadataKey: "channel"] = "device"
+                logger[metadataKey: "device"] = "\(deviceID.prefix(8))…"
+                logger.info("closing device connection", metadata: ["error": "cannot load stored pushes: \(error)"])
+                var frame: [UInt8] = []
+                DeviceMessage.error(requestID: nil, reason: APNsReason.internalServerError.rawValue,
+                                    message: "cannot load stored pushes: \(error)").appendFrame(to: &frame)
+                channel.writeAndFlush(channel.allocator.buffer(bytes: frame), promise: nil)
+                channel.close(promise: nil)
+            }
+        }
+    }
 
     /// One buffer of length-prefixed frames and one flush for the whole batch: TLS seals it
     /// into as few records as fit (one write per push cost a record, a buffered action and an

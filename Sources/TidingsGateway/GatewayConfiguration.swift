@@ -69,6 +69,12 @@ public struct GatewayConfiguration: Sendable {
     public var deviceHandshakeTimeout: TimeAmount = .seconds(10)
     /// How long graceful shutdown waits for in-flight streams after GOAWAY.
     public var drainTimeout: Duration = .seconds(10)
+    /// A reconnecting device's backlog is read and sent in pages of this many pushes, in
+    /// sequence order (memory stays bounded however large the backlog).
+    public var deviceBacklogPageSize: Int = 1_000
+    /// The next backlog page is read once at most this many pages' worth of sent pushes are
+    /// unacknowledged (with the default 2: one page on the wire while the next is read).
+    public var deviceBacklogPagesInFlight: Int = 2
     /// Event-loop threads (0: one per core).
     public var eventLoopThreads: Int = 0
     public var clock: any WallClock = SystemWallClock()

@@ -10,37 +10,166 @@ struct StateMachineTests {
                                                 priority: 10, collapseID: nil, expiresAt: 1, payload: [], acceptedAt: 0), storedAt: 0)
     }
 
+    func pushes(_ range: ClosedRange<Int64>) -> [StoredPush] { range.map(push) }
+
+    typealias Page = DeviceDeliveryStateMachine.PageRequest
+
     @Test func backlogFirstThenHeldPushesWithoutDuplicates() {
-        var m = DeviceDeliveryStateMachine()
+        var m = DeviceDeliveryStateMachine(pageSize: 10)
         #expect(!m.isLive)
-        // Committed while the backlog loads: held.
+        let first = m.start()
+        #expect(first == Page(after: 0, limit: 10, prepare: true))
+        let again = m.start()
+        #expect(again == nil, "the backlog is read once")
+        // Committed while the (only) page is read: held.
         let r1 = m.committed([push(5), push(6)])
         #expect(r1.isEmpty)
-        // The backlog read saw 3, 4 and 5 (5 was committed before the read): 5 goes once.
-        let r2 = m.backlogLoaded([push(4), push(3), push(5)])
-        #expect(r2.map(\.sequence) == [3, 4, 5, 6])
+        // The read saw 3, 4 and 5 (5 was committed before the read began): 5 goes once, then 6.
+        let r2 = m.pageLoaded([push(3), push(4), push(5)])
+        #expect(r2.send.map(\.sequence) == [3, 4, 5, 6])
+        #expect(r2.read == nil)
         #expect(m.isLive)
         let r3 = m.committed([push(7)])
         #expect(r3.map(\.sequence) == [7])
         let r4 = m.committed([push(7)])
         #expect(r4.isEmpty, "never twice on one connection")
-        let r5 = m.backlogLoaded([push(9)])
-        #expect(r5.isEmpty, "the backlog loads once")
+        let r5 = m.pageLoaded([push(9)])
+        #expect(r5 == .init(), "no read was asked for")
     }
 
     @Test func acknowledgementsOnlyForPushesInFlight() {
-        var m = DeviceDeliveryStateMachine()
-        _ = m.backlogLoaded([push(1)])
+        var m = DeviceDeliveryStateMachine(pageSize: 10)
+        _ = m.start()
+        _ = m.pageLoaded([push(1)])
         _ = m.committed([push(2)])
         let r6 = m.acknowledged(2)
-        #expect(r6)
+        #expect(r6.accepted && r6.read == nil)
         let r7 = m.acknowledged(2)
-        #expect(!r7, "twice")
+        #expect(!r7.accepted, "twice")
         let r8 = m.acknowledged(99)
-        #expect(!r8, "never sent here")
+        #expect(!r8.accepted, "never sent here")
         let r9 = m.acknowledged(1)
-        #expect(r9)
+        #expect(r9.accepted)
         #expect(m.inFlight.isEmpty)
+    }
+
+    @Test func pagesAreReadAsAcknowledgementsMakeRoom() {
+        // Pages of 3, at most 2 pages (6 pushes) unacknowledged.
+        var m = DeviceDeliveryStateMachine(pageSize: 3, pagesInFlight: 2)
+        let first = m.start()
+        #expect(first == Page(after: 0, limit: 3, prepare: true))
+        // A full page: sent, and the next read at once (3 in flight, room for 3 more).
+        let a = m.pageLoaded(pushes(1...3))
+        #expect(a.send.map(\.sequence) == [1, 2, 3])
+        #expect(a.read == Page(after: 3, limit: 3, prepare: false))
+        // Acknowledgements while that read runs ask for nothing more.
+        let ack1 = m.acknowledged(1)
+        #expect(ack1.accepted && ack1.read == nil)
+        let b = m.pageLoaded(pushes(4...6))
+        #expect(b.send.map(\.sequence) == [4, 5, 6])
+        #expect(b.read == nil, "5 in flight: no room for a page of 3")
+        let ack2 = m.acknowledged(2)
+        #expect(ack2.accepted && ack2.read == nil, "4 in flight: still no room")
+        let ack3 = m.acknowledged(3)
+        #expect(ack3.accepted && ack3.read == Page(after: 6, limit: 3, prepare: false), "3 in flight: room for a page")
+        let ack5 = m.acknowledged(5)
+        #expect(ack5.accepted && ack5.read == nil, "one read at a time")
+        // A short page is the last: live from here.
+        let c = m.pageLoaded(pushes(7...8))
+        #expect(c.send.map(\.sequence) == [7, 8])
+        #expect(c.read == nil)
+        #expect(m.isLive)
+        #expect(m.inFlight == [4, 6, 7, 8])
+        let ack4 = m.acknowledged(4)
+        #expect(ack4.accepted && ack4.read == nil, "live: nothing more to read")
+    }
+
+    @Test func anEmptyBacklogTurnsLiveAndAFullLastPageCostsOneEmptyRead() {
+        var m = DeviceDeliveryStateMachine(pageSize: 2)
+        _ = m.start()
+        let a = m.pageLoaded([])
+        #expect(a == .init())
+        #expect(m.isLive)
+        var n = DeviceDeliveryStateMachine(pageSize: 2)
+        _ = n.start()
+        let b = n.pageLoaded(pushes(1...2))
+        #expect(b.read == Page(after: 2, limit: 2, prepare: false))
+        let c = n.pageLoaded([])
+        #expect(c.send.isEmpty && c.read == nil)
+        #expect(n.isLive)
+    }
+
+    @Test func pushesCommittedWhileWaitingForAcknowledgementsComeFromLaterPages() {
+        var m = DeviceDeliveryStateMachine(pageSize: 2, pagesInFlight: 1)
+        _ = m.start()
+        _ = m.pageLoaded(pushes(1...2))
+        #expect(!m.isReadingPage)
+        // Committed while no read runs: durable, so the next read (which starts later) has them.
+        let r = m.committed([push(10), push(11)])
+        #expect(r.isEmpty)
+        _ = m.acknowledged(1)
+        let ack = m.acknowledged(2)
+        #expect(ack.read == Page(after: 2, limit: 2, prepare: false))
+        // Held during this full page: 12 is above it, so a later read has it: dropped here.
+        let held = m.committed([push(12)])
+        #expect(held.isEmpty)
+        let page = m.pageLoaded(pushes(3...4))
+        #expect(page.send.map(\.sequence) == [3, 4])
+        #expect(page.read == nil)
+        _ = m.acknowledged(3)
+        let next = m.acknowledged(4)
+        #expect(next.read == Page(after: 4, limit: 2, prepare: false))
+        let page2 = m.pageLoaded([push(10), push(11)])
+        #expect(page2.send.map(\.sequence) == [10, 11])
+        _ = m.acknowledged(10)
+        let next2 = m.acknowledged(11)
+        #expect(next2.read == Page(after: 11, limit: 2, prepare: false))
+        // Held during the last (short) read: 13 committed after the read's snapshot, so the
+        // store returns only [12]; 13 follows it from the hold.
+        _ = m.committed([push(13)])
+        let last = m.pageLoaded([push(12)])
+        #expect(last.send.map(\.sequence) == [12, 13])
+        #expect(last.read == nil)
+        #expect(m.isLive)
+        let live = m.committed([push(12), push(13), push(14)])
+        #expect(live.map(\.sequence) == [14], "nothing at or below what was sent")
+        #expect(m.inFlight == [12, 13, 14])
+    }
+
+    @Test func heldPushesAlreadyInTheLastPageGoOnceInOrder() {
+        var m = DeviceDeliveryStateMachine(pageSize: 5)
+        _ = m.start()
+        // Arrive out of the page's knowledge: 7 and 8 before the read's snapshot, 9 after.
+        _ = m.committed([push(7), push(8)])
+        _ = m.committed([push(9)])
+        let r = m.pageLoaded([push(2), push(7), push(8)])
+        #expect(r.send.map(\.sequence) == [2, 7, 8, 9])
+        #expect(Set(r.send.map(\.sequence)).count == r.send.count)
+    }
+
+    @Test func aFailedReadOrAClosedConnectionStopsEverything() {
+        var m = DeviceDeliveryStateMachine(pageSize: 2)
+        _ = m.start()
+        let failed = m.pageFailed()
+        #expect(failed, "close the connection with an error")
+        let failedAgain = m.pageFailed()
+        #expect(!failedAgain, "once")
+        let late = m.pageLoaded(pushes(1...2))
+        #expect(late == .init())
+        let after = m.committed([push(3)])
+        #expect(after.isEmpty)
+        // A connection replaced by a newer one of the same device: its read returns late.
+        var old = DeviceDeliveryStateMachine(pageSize: 2)
+        _ = old.start()
+        old.closed()
+        let oldPage = old.pageLoaded(pushes(1...2))
+        #expect(oldPage == .init())
+        let oldFailed = old.pageFailed()
+        #expect(!oldFailed, "already closed: no error to send")
+        let oldCommitted = old.committed([push(3)])
+        #expect(oldCommitted.isEmpty)
+        let ack = old.acknowledged(1)
+        #expect(!ack.accepted && ack.read == nil)
     }
 
     @Test func tokenBucket() {

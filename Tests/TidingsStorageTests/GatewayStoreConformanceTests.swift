@@ -29,6 +29,72 @@ struct GatewayStoreConformanceTests {
     }
 
     @Test(arguments: Backend.allCases)
+    func pagesFollowTheSequenceAfterACursor(backend: Backend) throws {
+        let store = try backend.make()
+        try store.registerApp(GatewayAppRecord(bundleID: "com.a", teamID: "T", storagePolicy: .all, createdAt: 0))
+        let stored = try store.commit(pushes: (1...7).flatMap { [push("a\($0)"), push("b\($0)", device: "d2")] }, acknowledged: [], at: 200)
+        #expect(try store.prepareBacklog(deviceID: "d1", now: 300) == 0)
+        let first = try store.pendingPushes(deviceID: "d1", after: 0, limit: 3)
+        #expect(first.map(\.push.apnsID) == ["a1", "a2", "a3"])
+        #expect(first.map(\.storedAt) == [200, 200, 200])
+        #expect(first[0].push == push("a1"), "every column read back")
+        // Acknowledged meanwhile (a4), committed meanwhile (a8): the next page skips a4, and a
+        // push committed before a read began is in it.
+        let a4 = try #require(stored.first { $0.push.apnsID == "a4" })
+        _ = try store.commit(pushes: [push("a8", collapse: "c")], acknowledged: [a4.sequence], at: 250)
+        let second = try store.pendingPushes(deviceID: "d1", after: first[2].sequence, limit: 3)
+        #expect(second.map(\.push.apnsID) == ["a5", "a6", "a7"])
+        let third = try store.pendingPushes(deviceID: "d1", after: second[2].sequence, limit: 3)
+        #expect(third.map(\.push.apnsID) == ["a8"], "a short page: the end")
+        #expect(third.first?.push.collapseID == "c")
+        #expect(try store.pendingPushes(deviceID: "d1", after: third[0].sequence, limit: 3).isEmpty)
+        #expect(try store.pendingPushes(deviceID: "d1", after: 0, limit: 0).isEmpty)
+        #expect(try store.pendingPushes(deviceID: "nobody", after: 0, limit: 3).isEmpty)
+        #expect(try store.pendingPushes(deviceID: "d2", after: 0, limit: 100).count == 7)
+        // Reading does not deliver: the same page again.
+        #expect(try store.pendingPushes(deviceID: "d1", after: 0, limit: 3) == first)
+    }
+
+    /// The policy decides over the whole backlog before any page is read: a push superseded by
+    /// one that lies in a later page is never in an earlier page.
+    @Test(arguments: Backend.allCases)
+    func policyAppliesToTheWholeBacklogAcrossPages(backend: Backend) throws {
+        let store = try backend.make()
+        try store.registerApp(GatewayAppRecord(bundleID: "com.a", teamID: "T", storagePolicy: .apns, createdAt: 0))
+        try store.registerApp(GatewayAppRecord(bundleID: "com.b", teamID: "T", storagePolicy: .all, createdAt: 0))
+        var pushes: [NewPush] = []
+        for i in 1...6 {
+            pushes.append(push("a\(i)"))                                             // apns: only a6 stays
+            pushes.append(push("b\(i)", token: "bb", bundle: "com.b", collapse: i % 2 == 0 ? "score" : nil))
+            pushes.append(push("c\(i)", token: "cc", bundle: "com.b", collapse: "score"))  // same id, other token
+        }
+        pushes.append(push("gone", token: "bb", bundle: "com.b", expiresAt: 250))
+        pushes.append(push("elsewhere", device: "d2"))
+        pushes.append(push("elsewhere2", device: "d2"))
+        _ = try store.commit(pushes: pushes, acknowledged: [], at: 200)
+        // a1–a5, b2 and b4 (b6 has the same collapse id), c1–c5; and one expired.
+        #expect(try store.prepareBacklog(deviceID: "d1", now: 300) == 5 + 2 + 5 + 1)
+        var received: [String] = []
+        var after: Int64 = 0
+        while true {
+            let page = try store.pendingPushes(deviceID: "d1", after: after, limit: 2)
+            received += page.map(\.push.apnsID)
+            guard page.count == 2 else { break }
+            after = page[1].sequence
+        }
+        #expect(received == ["b1", "b3", "b5", "a6", "b6", "c6"])
+        #expect(try store.status(apnsID: "a1").first?.discardReason == .coalesced)
+        #expect(try store.status(apnsID: "b2").first?.discardReason == .coalesced)
+        #expect(try store.status(apnsID: "c5").first?.discardReason == .coalesced)
+        #expect(try store.status(apnsID: "gone").first?.discardReason == .expired)
+        #expect(try store.status(apnsID: "b1").first?.stage == "stored")
+        // Another device's backlog is untouched; preparing again changes nothing.
+        #expect(try store.status(apnsID: "elsewhere").first?.discardReason == nil)
+        #expect(try store.prepareBacklog(deviceID: "d1", now: 300) == 0)
+        #expect(try store.backlog(deviceID: "d2", now: 300).map(\.push.apnsID) == ["elsewhere2"], "com.a: apns")
+    }
+
+    @Test(arguments: Backend.allCases)
     func registry(backend: Backend) throws {
         let store = try backend.make()
         let key = ProviderKeyRecord(keyID: "K1", teamID: "T1", publicKey: Data([4, 1, 2]), environment: .development, createdAt: 1)
@@ -63,7 +129,7 @@ struct GatewayStoreConformanceTests {
         #expect(killed.map(\.unregisteredAt) == [7])
         #expect(try store.token("aa")?.unregisteredAt == 7)
         #expect(try store.activeToken(deviceID: "d1", bundleID: "com.a", environment: .development) == nil)
-        #expect(try store.pendingPushes(deviceID: "d1", now: 8).isEmpty)
+        #expect(try store.backlog(deviceID: "d1", now: 8).isEmpty)
         #expect(try store.status(apnsID: "p1").first?.discardReason == .unregistered)
     }
 
@@ -74,9 +140,9 @@ struct GatewayStoreConformanceTests {
         let stored = try store.commit(pushes: [push("p1"), push("p2"), push("p3", device: "d2")], acknowledged: [], at: 200)
         #expect(stored.map(\.push.apnsID) == ["p1", "p2", "p3"])
         #expect(stored[0].sequence < stored[1].sequence)
-        #expect(try store.pendingPushes(deviceID: "d1", now: 300).map(\.push.apnsID) == ["p1", "p2"])
+        #expect(try store.backlog(deviceID: "d1", now: 300).map(\.push.apnsID) == ["p1", "p2"])
         _ = try store.commit(pushes: [], acknowledged: [stored[0].sequence], at: 400)
-        #expect(try store.pendingPushes(deviceID: "d1", now: 500).map(\.push.apnsID) == ["p2"])
+        #expect(try store.backlog(deviceID: "d1", now: 500).map(\.push.apnsID) == ["p2"])
         let status = try #require(try store.status(apnsID: "p1").first)
         #expect(status.acceptedAt == 100)
         #expect(status.storedAt == 200)
@@ -113,13 +179,13 @@ struct GatewayStoreConformanceTests {
         for (i, s) in seq.enumerated() {
             #expect(try store.status(apnsID: "p\(i)").first?.deliveredAt == (acked.contains(s) ? 200 : nil))
         }
-        #expect(try store.pendingPushes(deviceID: "d1", now: 300).map(\.push.apnsID)
+        #expect(try store.backlog(deviceID: "d1", now: 300).map(\.push.apnsID)
                 == ["p5", "p17", "p18"] + (24..<40).filter { $0 % 4 != 3 }.map { "p\($0)" } + ["new"])
         // Out of order within one batch, too.
         _ = try store.commit(pushes: [], acknowledged: [seq[18], seq[5], seq[17]], at: 400)
         #expect(try store.status(apnsID: "p17").first?.deliveredAt == 400)
         #expect(try store.status(apnsID: "p19").first?.deliveredAt == nil)
-        #expect(try store.pendingPushes(deviceID: "d2", now: 500).map(\.push.apnsID) == ["p19"] + (24..<40).filter { $0 % 4 == 3 }.map { "p\($0)" })
+        #expect(try store.backlog(deviceID: "d2", now: 500).map(\.push.apnsID) == ["p19"] + (24..<40).filter { $0 % 4 == 3 }.map { "p\($0)" })
     }
 
     @Test(arguments: Backend.allCases)
@@ -128,9 +194,9 @@ struct GatewayStoreConformanceTests {
         try store.registerApp(GatewayAppRecord(bundleID: "com.a", teamID: "T", storagePolicy: .apns, createdAt: 0))
         _ = try store.commit(pushes: [push("p1"), push("p2"), push("p3"), push("q1", token: "bb", bundle: "com.b")], acknowledged: [], at: 200)
         // com.b is not registered: the default policy is apns too.
-        #expect(try store.pendingPushes(deviceID: "d1", now: 300).map(\.push.apnsID) == ["p3", "q1"])
+        #expect(try store.backlog(deviceID: "d1", now: 300).map(\.push.apnsID) == ["p3", "q1"])
         #expect(try store.status(apnsID: "p1").first?.discardReason == .coalesced)
-        #expect(try store.pendingPushes(deviceID: "d1", now: 300).map(\.push.apnsID) == ["p3", "q1"])
+        #expect(try store.backlog(deviceID: "d1", now: 300).map(\.push.apnsID) == ["p3", "q1"])
     }
 
     @Test(arguments: Backend.allCases)
@@ -139,7 +205,7 @@ struct GatewayStoreConformanceTests {
         try store.registerApp(GatewayAppRecord(bundleID: "com.a", teamID: "T", storagePolicy: .all, createdAt: 0))
         _ = try store.commit(pushes: [push("p1", collapse: "score"), push("p2"), push("p3", collapse: "score"), push("p4", collapse: "other")],
                              acknowledged: [], at: 200)
-        #expect(try store.pendingPushes(deviceID: "d1", now: 300).map(\.push.apnsID) == ["p2", "p3", "p4"])
+        #expect(try store.backlog(deviceID: "d1", now: 300).map(\.push.apnsID) == ["p2", "p3", "p4"])
         #expect(try store.status(apnsID: "p1").first?.stage == "discarded (coalesced)")
     }
 
@@ -149,10 +215,10 @@ struct GatewayStoreConformanceTests {
         try store.registerApp(GatewayAppRecord(bundleID: "com.a", teamID: "T", storagePolicy: .all, createdAt: 0))
         _ = try store.commit(pushes: [push("now", expiresAt: 100), push("soon", expiresAt: 1000), push("later", expiresAt: 5000)],
                              acknowledged: [], at: 100)
-        #expect(try store.pendingPushes(deviceID: "d1", now: 500).map(\.push.apnsID) == ["soon", "later"])
+        #expect(try store.backlog(deviceID: "d1", now: 500).map(\.push.apnsID) == ["soon", "later"])
         #expect(try store.status(apnsID: "now").first?.discardReason == .expired)
         #expect(try store.expirePushes(now: 2000, limit: 10) == 1)
-        #expect(try store.pendingPushes(deviceID: "d1", now: 2000).map(\.push.apnsID) == ["later"])
+        #expect(try store.backlog(deviceID: "d1", now: 2000).map(\.push.apnsID) == ["later"])
         // In batches of `limit`.
         _ = try store.commit(pushes: (1...3).map { push("batch\($0)", expiresAt: 6000) }, acknowledged: [], at: 3000)
         #expect(try store.expirePushes(now: 7000, limit: 2) == 2)
@@ -179,14 +245,14 @@ struct GatewayStoreConformanceTests {
         #expect(try store.prunePushes(finishedBefore: 500, limit: 100) == 0)
         // Undelivered pushes are never pruned, however old; the later delivery stays until its time.
         #expect(try store.status(apnsID: "delivered-late").first?.deliveredAt == 900)
-        #expect(try store.pendingPushes(deviceID: "d1", now: 1000).map(\.push.apnsID) == ["open"])
+        #expect(try store.backlog(deviceID: "d1", now: 1000).map(\.push.apnsID) == ["open"])
         // With pushes accepted since the cutoff in the log (the scan stops at the first one),
         // the older finished push still goes.
         _ = try store.commit(pushes: [push("newer")], acknowledged: [], at: 1000)
         #expect(try store.prunePushes(finishedBefore: 950, limit: 100) == 1)
         #expect(try store.status(apnsID: "delivered-late").isEmpty)
-        #expect(try store.pendingPushes(deviceID: "d1", now: 1000).map(\.push.apnsID) == ["open", "newer"])
-        #expect(try store.pendingPushes(deviceID: "d2", now: 1000).map(\.push.apnsID) == ["other-open"])
+        #expect(try store.backlog(deviceID: "d1", now: 1000).map(\.push.apnsID) == ["open", "newer"])
+        #expect(try store.backlog(deviceID: "d2", now: 1000).map(\.push.apnsID) == ["other-open"])
     }
 
     @Test(arguments: Backend.allCases)
@@ -211,7 +277,7 @@ struct GatewayStoreConformanceTests {
             _ = try store.commit(pushes: [push("p1")], acknowledged: [], at: 200)
         }
         let reopened = try SQLiteGatewayStore(path: path)
-        #expect(try reopened.pendingPushes(deviceID: "d1", now: 300).map(\.push.payload) == [Array(#"{"aps":{"alert":"p1"}}"#.utf8)])
+        #expect(try reopened.backlog(deviceID: "d1", now: 300).map(\.push.payload) == [Array(#"{"aps":{"alert":"p1"}}"#.utf8)])
     }
 
     /// A gateway database file in a new temporary directory (its WAL is read by the tests).
@@ -243,7 +309,7 @@ struct GatewayStoreConformanceTests {
         #expect(walBytes <= 32 + 64 * (24 + 4_096))
         #expect(store.checkpointCounts.writer >= 10)
         #expect(store.checkpointCounts.background == 0)
-        #expect(try store.pendingPushes(deviceID: "d1", now: 300).count == 2_000)
+        #expect(try store.backlog(deviceID: "d1", now: 300, pageSize: 500).count == 2_000)
         #expect(try store.status(apnsID: "b199-9").first?.topic == "com.a")
     }
 
@@ -263,6 +329,20 @@ struct GatewayStoreConformanceTests {
         }
         #expect(store.checkpointCounts.background > 0)
         #expect(store.checkpointCounts.writer == 0)
-        #expect(try store.pendingPushes(deviceID: "d1", now: 300).count == batch * 8)
+        #expect(try store.backlog(deviceID: "d1", now: 300, pageSize: 500).count == batch * 8)
+    }
+}
+
+extension GatewayStore {
+    /// What a connecting device receives, the gateway's way: `prepareBacklog`, then pages (of
+    /// 2 by default, so that every test above reads several).
+    func backlog(deviceID: String, now: EpochMilliseconds, pageSize: Int = 2) throws -> [StoredPush] {
+        try prepareBacklog(deviceID: deviceID, now: now)
+        var all: [StoredPush] = []
+        while true {
+            let page = try pendingPushes(deviceID: deviceID, after: all.last?.sequence ?? 0, limit: pageSize)
+            all += page
+            if page.count < pageSize { return all }
+        }
     }
 }

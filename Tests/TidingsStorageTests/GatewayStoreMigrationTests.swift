@@ -72,14 +72,14 @@ struct GatewayStoreMigrationTests {
         try Self.writeV2Database(at: path)
         let store = try SQLiteGatewayStore(path: path)
 
-        let pending = try store.pendingPushes(deviceID: Self.d1, now: 1_000)
+        let pending = try store.backlog(deviceID: Self.d1, now: 1_000)
         #expect(pending.map(\.push.apnsID) == ["p2", "p4"])
         let p2 = try #require(pending.first)
         #expect(p2 == StoredPush(sequence: 2, push: NewPush(
             apnsID: "p2", token: Self.tok1, deviceID: Self.d1, bundleID: "com.a", topic: "com.a.voip", pushType: "alert",
             priority: 5, collapseID: "c", expiresAt: 90_000, payload: Array(#"{"aps":{"alert":"p2"}}"#.utf8), acceptedAt: 102),
             storedAt: 202))
-        #expect(try store.pendingPushes(deviceID: Self.d2, now: 1_000).map(\.push.apnsID) == ["p3"])
+        #expect(try store.backlog(deviceID: Self.d2, now: 1_000).map(\.push.apnsID) == ["p3"])
 
         let delivered = try #require(try store.status(apnsID: "p1").first)
         #expect(delivered.deliveredAt == 150)
@@ -91,7 +91,7 @@ struct GatewayStoreMigrationTests {
         #expect(try store.device(id: Self.d2) == nil)
         try store.registerDevice(GatewayDeviceRecord(deviceID: Self.d2, publicKey: Data([4, 2]), createdAt: 7))
         #expect(try store.device(id: Self.d2) == GatewayDeviceRecord(deviceID: Self.d2, publicKey: Data([4, 2]), createdAt: 7))
-        #expect(try store.pendingPushes(deviceID: Self.d2, now: 1_000).map(\.push.apnsID) == ["p3"])
+        #expect(try store.backlog(deviceID: Self.d2, now: 1_000).map(\.push.apnsID) == ["p3"])
 
         // Sequences continue above every number issued before, pruned ones included.
         let next = try store.commit(pushes: [NewPush(apnsID: "p6", token: Self.tok1, deviceID: Self.d1, bundleID: "com.a",
@@ -99,13 +99,13 @@ struct GatewayStoreMigrationTests {
                                                      expiresAt: 90_000, payload: Array("{}".utf8), acceptedAt: 900)],
                                     acknowledged: [2], at: 950)
         #expect(try #require(next.first).sequence > 40)
-        #expect(try store.pendingPushes(deviceID: Self.d1, now: 1_000).map(\.push.apnsID) == ["p4", "p6"])
+        #expect(try store.backlog(deviceID: Self.d1, now: 1_000).map(\.push.apnsID) == ["p4", "p6"])
 
         // Unregistering finds the token's open pushes through the device index.
         let killed = try store.unregisterTokens(deviceID: Self.d1, bundleID: "com.b", at: 1_100)
         #expect(killed.map(\.token) == [Self.tok2])
         #expect(try store.status(apnsID: "p4").first?.discardReason == .unregistered)
-        #expect(try store.pendingPushes(deviceID: Self.d1, now: 1_200).map(\.push.apnsID) == ["p6"])
+        #expect(try store.backlog(deviceID: Self.d1, now: 1_200).map(\.push.apnsID) == ["p6"])
         #expect(try store.recordEvent(.presented, apnsID: "p2", deviceID: Self.d1, at: 1_300))
         #expect(try store.status(apnsID: "p2").first?.presentedAt == 1_300)
     }
@@ -131,19 +131,19 @@ struct GatewayStoreMigrationTests {
                                       acknowledged: [], at: 200)
         let d1 = stored.filter { $0.push.deviceID == "d1" }
         _ = try store.commit(pushes: [], acknowledged: d1.prefix(30).map(\.sequence) + [d1[31].sequence], at: 300)
-        #expect(try store.pendingPushes(deviceID: "d1", now: 400).map(\.sequence) == [d1[30].sequence] + d1[32...].map(\.sequence))
+        #expect(try store.backlog(deviceID: "d1", now: 400).map(\.sequence) == [d1[30].sequence] + d1[32...].map(\.sequence))
         #expect(try Self.watermark(path, device: "d1") == d1[30].sequence)
         _ = try store.commit(pushes: [], acknowledged: d1.map(\.sequence), at: 500)
-        #expect(try store.pendingPushes(deviceID: "d1", now: 600).isEmpty)
+        #expect(try store.backlog(deviceID: "d1", now: 600).isEmpty)
         #expect(try Self.watermark(path, device: "d1") == d1.last!.sequence + 1)
-        #expect(try store.pendingPushes(deviceID: "d2", now: 600).count == 50)
+        #expect(try store.backlog(deviceID: "d2", now: 600).count == 50)
         let later = try store.commit(pushes: [push("late")], acknowledged: [], at: 700)
-        #expect(try store.pendingPushes(deviceID: "d1", now: 800).map(\.push.apnsID) == ["late"])
+        #expect(try store.backlog(deviceID: "d1", now: 800).map(\.push.apnsID) == ["late"])
         #expect(try Self.watermark(path, device: "d1") == later[0].sequence)
         // Maintenance moves the watermark too, and expires from it.
         _ = try store.commit(pushes: [], acknowledged: later.map(\.sequence), at: 900)
         #expect(try store.expirePushes(now: 20_000, limit: 100) == 50)
         #expect(try Self.watermark(path, device: "d1") == later[0].sequence + 1)
-        #expect(try store.pendingPushes(deviceID: "d2", now: 20_000).isEmpty)
+        #expect(try store.backlog(deviceID: "d2", now: 20_000).isEmpty)
     }
 }

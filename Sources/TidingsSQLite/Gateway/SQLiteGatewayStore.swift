@@ -439,21 +439,6 @@ public final class SQLiteGatewayStore: GatewayStore {
         if code != SQLITE_OK { throw DatabaseError(resultCode: ResultCode(rawValue: code), message: message) }
     }
 
-    /// The columns `storedPush` reads, by position (GRDB's by-name lookup lower-cases each
-    /// name per row).
-    private static let storedPushColumns = """
-        p.seq, p.apns_id, t.token, t.bundle_id, t.topic, p.push_type, p.priority, p.collapse_id, p.expires_at, p.payload,
-        p.accepted_at, p.stored_at
-        """
-
-    private static func storedPush(_ row: Row, deviceID: String) -> StoredPush {
-        let payload: Data = row[9]
-        return StoredPush(sequence: row[0], push: NewPush(
-            apnsID: row[1], token: row[2], deviceID: deviceID, bundleID: row[3], topic: row[4], pushType: row[5],
-            priority: row[6], collapseID: row[7], expiresAt: row[8], payload: Array(payload), acceptedAt: row[10]),
-            storedAt: row[11])
-    }
-
     /// A device's number and where its open pushes start: the watermark moved past the
     /// pushes finished since it was last moved. Read-only (off the writer): the walk covers
     /// each finished push about once, and a stale answer is still true, because a finished
@@ -475,38 +460,104 @@ public final class SQLiteGatewayStore: GatewayStore {
             .execute(arguments: [start, deviceNo, start])
     }
 
-    public func pendingPushes(deviceID: String, now: EpochMilliseconds) throws(GatewayStoreError) -> [StoredPush] {
-        let found: (device: Int64, start: Int64)? = try read { db in
+    /// The device's number and where its open pushes start (nil: the device never had a push).
+    private func openRange(deviceID: String) throws(GatewayStoreError) -> (device: Int64, start: Int64)? {
+        try read { db in
             guard let row = try Row.fetchOne(db, sql: "SELECT device_no, open_from FROM gw_devices WHERE device_id = ?",
                                              arguments: [deviceID]) else { return nil }
             let device: Int64 = row[0]
             return (device, try Self.openStart(deviceNo: device, from: row[1], db: db))
         }
-        guard let found else { return [] }
-        let device = found.device, start = found.start
+    }
+
+    public func prepareBacklog(deviceID: String, now: EpochMilliseconds) throws(GatewayStoreError) -> Int {
+        guard let (device, start) = try openRange(deviceID: deviceID) else { return 0 }
         return try write { db in
             try Self.moveWatermark(deviceNo: device, to: start, db: db)
             try db.execute(sql: """
                 UPDATE gw_pushes INDEXED BY gw_pushes_device SET discarded_at = ?, discard_reason = 'expired'
                 WHERE device_no = ? AND seq >= ? AND delivered_at IS NULL AND discarded_at IS NULL AND expires_at <= ?
                 """, arguments: [now, device, start, now])
-            let live = try Row.fetchAll(db, sql: """
-                SELECT \(Self.storedPushColumns)
-                FROM gw_pushes p INDEXED BY gw_pushes_device CROSS JOIN gw_targets t ON t.target_no = p.target_no
-                WHERE p.device_no = ? AND p.seq >= ? AND p.delivered_at IS NULL AND p.discarded_at IS NULL ORDER BY p.seq
-                """, arguments: [device, start]).map { Self.storedPush($0, deviceID: deviceID) }
-            var policies: [String: StoragePolicy] = [:]
-            for bundle in Set(live.map(\.push.bundleID)) {
-                let raw = try String.fetchOne(db, sql: "SELECT storage_policy FROM gw_apps WHERE bundle_id = ?", arguments: [bundle])
-                policies[bundle] = raw.flatMap(StoragePolicy.init(rawValue:)) ?? .apns
-            }
-            let (keep, discard) = Self.applyStoragePolicy(live) { policies[$0] ?? .apns }
-            for p in discard {
-                try db.execute(sql: "UPDATE gw_pushes SET discarded_at = ?, discard_reason = 'coalesced' WHERE seq = ?",
-                               arguments: [now, p.sequence])
-            }
-            return keep
+            let expired = db.changesCount
+            // The storage policy over the device's whole open set, in one statement: each open
+            // push is ranked newest first within its token (`apns`, and apps not registered) or
+            // its token and collapse id (`all`); all but rank 1 go. Pushes of `all` apps without
+            // a collapse id always stay, so they are left out before the ranking's sort (a large
+            // `all` backlog without collapse ids costs one index walk, no sort).
+            try db.execute(sql: """
+                UPDATE gw_pushes SET discarded_at = ?, discard_reason = 'coalesced'
+                WHERE seq IN (
+                    SELECT seq FROM (
+                        SELECT p.seq AS seq,
+                               ROW_NUMBER() OVER (PARTITION BY t.token, CASE WHEN a.storage_policy = 'all' THEN p.collapse_id END
+                                                  ORDER BY p.seq DESC) AS newest
+                        FROM gw_pushes p INDEXED BY gw_pushes_device CROSS JOIN gw_targets t ON t.target_no = p.target_no
+                        LEFT JOIN gw_apps a ON a.bundle_id = t.bundle_id
+                        WHERE p.device_no = ? AND p.seq >= ? AND p.delivered_at IS NULL AND p.discarded_at IS NULL
+                          AND (a.storage_policy IS NOT 'all' OR p.collapse_id IS NOT NULL))
+                    WHERE newest > 1)
+                """, arguments: [now, device, start])
+            return expired + db.changesCount
         }
+    }
+
+    /// Columns by index, in this order (`storedPush(from:)`): no by-name lookup per row. From
+    /// the device's watermark through `(device_no, seq)`: the delivered history is not walked.
+    private static let pageSQL = """
+        SELECT p.seq, p.apns_id, t.token, t.bundle_id, t.topic, p.push_type, p.priority, p.collapse_id, p.expires_at, p.payload,
+               p.accepted_at, p.stored_at
+        FROM gw_pushes p INDEXED BY gw_pushes_device CROSS JOIN gw_targets t ON t.target_no = p.target_no
+        WHERE p.device_no = ? AND p.seq > ? AND p.delivered_at IS NULL AND p.discarded_at IS NULL
+        ORDER BY p.seq LIMIT ?
+        """
+
+    public func pendingPushes(deviceID: String, after: Int64, limit: Int) throws(GatewayStoreError) -> [StoredPush] {
+        guard limit > 0 else { return [] }
+        return try read { db in
+            guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT device_no, open_from FROM gw_devices WHERE device_id = ?"),
+                                             arguments: [deviceID]) else { return [] }
+            let device: Int64 = row[0], openFrom: Int64 = row[1]
+            let statement = try db.cachedStatement(sql: Self.pageSQL)
+            let s = statement.sqliteStatement
+            var page: [StoredPush] = []
+            page.reserveCapacity(min(limit, 4_096))
+            var code = sqlite3_bind_int64(s, 1, device)
+            if code == SQLITE_OK { code = sqlite3_bind_int64(s, 2, max(after, openFrom - 1)) }
+            if code == SQLITE_OK { code = sqlite3_bind_int64(s, 3, Int64(limit)) }
+            while code == SQLITE_OK {
+                let step = sqlite3_step(s)
+                if step == SQLITE_ROW {
+                    page.append(Self.storedPush(from: s, deviceID: deviceID))
+                } else {
+                    code = step == SQLITE_DONE ? SQLITE_OK : step
+                    break
+                }
+            }
+            let message = code == SQLITE_OK ? nil : db.lastErrorMessage
+            sqlite3_reset(s)
+            if code != SQLITE_OK { throw DatabaseError(resultCode: ResultCode(rawValue: code), message: message) }
+            return page
+        }
+    }
+
+    /// The current row of `pageSQL`.
+    private static func storedPush(from s: SQLiteStatement, deviceID: String) -> StoredPush {
+        func text(_ i: CInt) -> String {
+            guard let bytes = sqlite3_column_text(s, i) else { return "" }
+            return String(decoding: UnsafeBufferPointer(start: bytes, count: Int(sqlite3_column_bytes(s, i))), as: UTF8.self)
+        }
+        let payload: [UInt8]
+        if let blob = sqlite3_column_blob(s, 9) {
+            payload = Array(UnsafeRawBufferPointer(start: blob, count: Int(sqlite3_column_bytes(s, 9))))
+        } else {
+            payload = []
+        }
+        let push = NewPush(apnsID: text(1), token: text(2), deviceID: deviceID, bundleID: text(3), topic: text(4), pushType: text(5),
+                           priority: Int(sqlite3_column_int64(s, 6)),
+                           collapseID: sqlite3_column_type(s, 7) == SQLITE_NULL ? nil : text(7),
+                           expiresAt: EpochMilliseconds(sqlite3_column_int64(s, 8)), payload: payload,
+                           acceptedAt: EpochMilliseconds(sqlite3_column_int64(s, 10)))
+        return StoredPush(sequence: sqlite3_column_int64(s, 0), push: push, storedAt: EpochMilliseconds(sqlite3_column_int64(s, 11)))
     }
 
     public func status(apnsID: String) throws(GatewayStoreError) -> [PushStatus] {

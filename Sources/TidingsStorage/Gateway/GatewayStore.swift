@@ -35,11 +35,21 @@ public protocol GatewayStore: Sendable {
     /// Makes a batch of pushes durable and records a batch of acknowledgements in one
     /// transaction (group commit). Returns the stored pushes in input order.
     func commit(pushes: [NewPush], acknowledged: [Int64], at: EpochMilliseconds) throws(GatewayStoreError) -> [StoredPush]
-    /// The pushes a device should receive when it connects, in sequence order: undelivered,
-    /// unexpired at `now`, after applying each app's storage policy (`apns`: only the latest
-    /// per token; `all`: the latest per collapse id). Pushes left out are discarded with a
-    /// reason, in the same transaction.
-    func pendingPushes(deviceID: String, now: EpochMilliseconds) throws(GatewayStoreError) -> [StoredPush]
+    /// When a device connects, before its backlog is paged: discards what expiration and each
+    /// app's storage policy remove from the device's WHOLE undelivered set, in one transaction
+    /// (expired at `now` → `expired`; `apns`: all but the latest per token, `all`: all but the
+    /// latest per token and collapse id, pushes without one all kept → `coalesced`). Pages read
+    /// afterwards therefore never contain a push superseded by one in a later page. Returns how
+    /// many pushes were discarded.
+    @discardableResult
+    func prepareBacklog(deviceID: String, now: EpochMilliseconds) throws(GatewayStoreError) -> Int
+    /// One page of a device's undelivered pushes: sequence greater than `after`, in sequence
+    /// order, at most `limit` (fewer: there are no more). Reads only; `prepareBacklog` applied
+    /// expiration and the policy when the device connected (a push that expires during the
+    /// drain is still sent unless maintenance discarded it first, as a connected device gets
+    /// an `apns-expiration: 0` push). A push committed before the read started is in it (or in
+    /// a later page) until acknowledged or discarded.
+    func pendingPushes(deviceID: String, after: Int64, limit: Int) throws(GatewayStoreError) -> [StoredPush]
     /// Every push with this apns-id (providers may reuse one), oldest first.
     func status(apnsID: String) throws(GatewayStoreError) -> [PushStatus]
     /// Records a later stage reported by the device (presented, answered) for a push

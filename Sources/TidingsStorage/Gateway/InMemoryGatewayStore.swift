@@ -120,27 +120,35 @@ public final class InMemoryGatewayStore: GatewayStore {
         }
     }
 
-    public func pendingPushes(deviceID: String, now: EpochMilliseconds) -> [StoredPush] {
+    public func prepareBacklog(deviceID: String, now: EpochMilliseconds) -> Int {
         state.withLock { s in
             var live: [StoredPush] = []
+            var discarded = 0
             for seq in (s.openByDevice[deviceID] ?? []).sorted() {
                 let row = s.pushes[seq]!
                 if row.stored.push.expiresAt <= now {
                     s.pushes[seq]!.discardedAt = now
                     s.pushes[seq]!.discardReason = .expired
                     s.openByDevice[deviceID]!.remove(seq)
+                    discarded += 1
                 } else {
                     live.append(row.stored)
                 }
             }
             let apps = s.apps
-            let (keep, discard) = InMemoryGatewayStore.applyStoragePolicy(live) { apps[$0]?.storagePolicy ?? .apns }
+            let (_, discard) = InMemoryGatewayStore.applyStoragePolicy(live) { apps[$0]?.storagePolicy ?? .apns }
             for p in discard {
                 s.pushes[p.sequence]!.discardedAt = now
                 s.pushes[p.sequence]!.discardReason = .coalesced
                 s.openByDevice[deviceID]!.remove(p.sequence)
             }
-            return keep
+            return discarded + discard.count
+        }
+    }
+
+    public func pendingPushes(deviceID: String, after: Int64, limit: Int) -> [StoredPush] {
+        state.withLock { s in
+            (s.openByDevice[deviceID] ?? []).filter { $0 > after }.sorted().prefix(max(0, limit)).map { s.pushes[$0]!.stored }
         }
     }
 

@@ -1,0 +1,304 @@
+import Crypto
+import Foundation
+import Testing
+import TidingsCore
+import TidingsDevice
+import TidingsGateway
+import TidingsStorage
+
+/// A reconnecting device's backlog goes out in pages (docs/gateway.md, "Backlog"): through the
+/// real device channel, with pages far smaller than the backlog.
+@Suite("Backlog paging", .serialized)
+struct BacklogPagingTests {
+    /// Pages of 4, at most 2 pages unacknowledged.
+    static func start(store: GatewayHarness.StoreKind = .sqlite) async throws -> GatewayHarness {
+        try await GatewayHarness.start(store: store) {
+            $0.deviceBacklogPageSize = 4
+            $0.deviceBacklogPagesInFlight = 2
+        }
+    }
+
+    /// A registered device (its token for the harness app) that is offline again.
+    static func offlineDevice(_ h: GatewayHarness, topic: String = GatewayHarness.bundleID) async throws -> (P256.Signing.PrivateKey, String) {
+        let key = P256.Signing.PrivateKey()
+        let device = try await h.device(key: key)
+        let token = try await device.requestToken(topic: topic, environment: .development).hex
+        await device.close()
+        return (key, token)
+    }
+
+    /// One provider token per connection (a new one on every request would be
+    /// `TooManyProviderTokenUpdates`).
+    static func send(_ h: GatewayHarness, _ c: APNsConnection, auth: String, token: String, count: Int, tag: String,
+                     topic: String = GatewayHarness.bundleID, extra: (Int) -> [(String, String)] = { _ in [] }) async throws -> [String] {
+        var ids: [String] = []
+        for i in 0..<count {
+            let r = try await c.send(h.request(token: token, topic: topic, authorization: auth, extra: extra(i),
+                                               body: #"{"aps":{"alert":"\#(tag)\#(i)"}}"#))
+            #expect(r.status == 200)
+            ids.append(try #require(r.apnsID))
+        }
+        return ids
+    }
+
+    /// Every push once, in strictly increasing sequence order.
+    static func expectOnceInOrder(_ got: [DevicePush], sourceLocation: SourceLocation = #_sourceLocation) {
+        let sequences = got.map(\.sequence)
+        #expect(zip(sequences, sequences.dropFirst()).allSatisfy { $0 < $1 }, "in order, none twice: \(sequences)", sourceLocation: sourceLocation)
+        #expect(Set(got.map(\.apnsID)).count == got.count, "no apns-id twice", sourceLocation: sourceLocation)
+    }
+
+    /// After everything arrived, one more push: if it is the next to arrive, nothing else was
+    /// queued behind the backlog (no duplicate after the last expected push).
+    static func expectNothingMoreThen(_ h: GatewayHarness, _ c: APNsConnection, auth: String, token: String, collector: some PushReceiving,
+                                      already: Int) async throws {
+        let marker = try await send(h, c, auth: auth, token: token, count: 1, tag: "marker")
+        let got = await collector.wait(for: already + 1, timeout: .seconds(10))
+        #expect(got.count == already + 1)
+        #expect(got.last?.apnsID == marker.first)
+    }
+
+    @Test(arguments: [GatewayHarness.StoreKind.sqlite, .memory])
+    func offlineDeviceReceivesABacklogOfManyPagesInOrderOnce(store: GatewayHarness.StoreKind) async throws {
+        let h = try await Self.start(store: store)
+        let (key, token) = try await Self.offlineDevice(h)
+        let c = try await h.connect()
+        let auth = try h.bearer()
+        let sent = try await Self.send(h, c, auth: auth, token: token, count: 30, tag: "n")  // 7½ pages
+        let device = try await h.device(key: key)
+        let collector = await PushCollector.start(device)
+        let got = await collector.wait(for: 30)
+        #expect(got.map(\.apnsID) == sent)
+        Self.expectOnceInOrder(got)
+        try await Self.expectNothingMoreThen(h, c, auth: auth, token: token, collector: collector, already: 30)
+        await c.close()
+        await device.close()
+        await h.stop()
+    }
+
+    /// The device acknowledges nothing at first: the gateway stops at two pages. Pushes accepted
+    /// meanwhile come after the whole backlog, once, in order.
+    @Test func livePushesDuringTheBacklogFollowItOnceInOrder() async throws {
+        let h = try await Self.start()
+        let (key, token) = try await Self.offlineDevice(h)
+        let c = try await h.connect()
+        let auth = try h.bearer()
+        let backlog = try await Self.send(h, c, auth: auth, token: token, count: 20, tag: "b")
+        let device = try await h.device(key: key)
+        let collector = await GatedCollector.start(device)
+        let firstPages = await collector.wait(for: 8)
+        #expect(firstPages.map(\.apnsID) == Array(backlog.prefix(8)))
+        // Accepted (durable) while the device holds two unacknowledged pages.
+        let live = try await Self.send(h, c, auth: auth, token: token, count: 5, tag: "live")
+        // Nothing beyond the two pages while none is acknowledged (a short real-time window:
+        // a gateway without the bound would have sent the rest by now).
+        #expect(await collector.wait(for: 9, timeout: .milliseconds(300)).count == 8)
+        await collector.startAcknowledging()
+        // More live pushes while the rest of the backlog pages in.
+        let live2 = try await Self.send(h, c, auth: auth, token: token, count: 5, tag: "more")
+        let got = await collector.wait(for: 30)
+        #expect(got.map(\.apnsID) == backlog + live + live2)
+        Self.expectOnceInOrder(got)
+        try await Self.expectNothingMoreThen(h, c, auth: auth, token: token, collector: collector, already: 30)
+        await c.close()
+        await device.close()
+        await h.stop()
+    }
+
+    /// Live pushes race the page reads (the device acknowledges at once, pages of 4 read back to
+    /// back): whichever side of a read they land on, each arrives once, after the backlog.
+    @Test func livePushesRacingThePageReadsArriveOnce() async throws {
+        let h = try await Self.start()
+        let (key, token) = try await Self.offlineDevice(h)
+        let c = try await h.connect()
+        let auth = try h.bearer()
+        let backlog = try await Self.send(h, c, auth: auth, token: token, count: 120, tag: "b")
+        let device = try await h.device(key: key)
+        let collector = await PushCollector.start(device)
+        let live = try await Self.send(h, c, auth: auth, token: token, count: 40, tag: "live")
+        let got = await collector.wait(for: 160)
+        #expect(got.map(\.apnsID) == backlog + live)
+        Self.expectOnceInOrder(got)
+        try await Self.expectNothingMoreThen(h, c, auth: auth, token: token, collector: collector, already: 160)
+        await c.close()
+        await device.close()
+        await h.stop()
+    }
+
+    /// The storage policy decides over the whole backlog: the latest push for a token (apns) or
+    /// collapse id (all) lies in the last page; the earlier ones are not sent.
+    @Test func storagePolicyAcrossPages() async throws {
+        let h = try await GatewayHarness.start(store: .sqlite) { $0.deviceBacklogPageSize = 2 }
+        let now = EpochMilliseconds(h.clock.now.timeIntervalSince1970 * 1000)
+        try await h.gateway.register(app: GatewayAppRecord(bundleID: "com.example.latest", teamID: GatewayHarness.teamID,
+                                                           storagePolicy: .apns, createdAt: now))
+        let key = P256.Signing.PrivateKey()
+        var device = try await h.device(key: key)
+        let allToken = try await device.requestToken(topic: GatewayHarness.bundleID, environment: .development).hex
+        let latestToken = try await device.requestToken(topic: "com.example.latest", environment: .development).hex
+        await device.close()
+        let c = try await h.connect()
+        let auth = try h.bearer()
+        var latest: [String] = [], scores: [String] = [], plain: [String] = []
+        for i in 0..<5 {
+            latest += try await Self.send(h, c, auth: auth, token: latestToken, count: 1, tag: "l\(i)", topic: "com.example.latest")
+            scores += try await Self.send(h, c, auth: auth, token: allToken, count: 1, tag: "s\(i)") { _ in [("apns-collapse-id", "score")] }
+            plain += try await Self.send(h, c, auth: auth, token: allToken, count: 1, tag: "p\(i)")
+        }
+        device = try await h.device(key: key)
+        let collector = await PushCollector.start(device)
+        let got = await collector.wait(for: 7)
+        // In sequence order: p0…p3, then l4, s4, p4 (the last round).
+        #expect(got.map(\.apnsID) == Array(plain.prefix(4)) + [latest[4], scores[4], plain[4]])
+        Self.expectOnceInOrder(got)
+        for id in latest.prefix(4) + scores.prefix(4) {
+            #expect(try await h.gateway.status(apnsID: id).first?.discardReason == .coalesced)
+        }
+        try await Self.expectNothingMoreThen(h, c, auth: auth, token: allToken, collector: collector, already: 7)
+        await c.close()
+        await device.close()
+        await h.stop()
+    }
+
+    /// The same device connects again mid-backlog: the old connection closes, the new one gets
+    /// the whole backlog (the unacknowledged pushes of the old one again), in order, once.
+    @Test func reconnectMidBacklogReplacesTheOldSession() async throws {
+        let h = try await Self.start()
+        let (key, token) = try await Self.offlineDevice(h)
+        let c = try await h.connect()
+        let auth = try h.bearer()
+        let backlog = try await Self.send(h, c, auth: auth, token: token, count: 20, tag: "b")
+        let first = try await h.device(key: key)
+        let firstCollector = await GatedCollector.start(first)
+        #expect(await firstCollector.wait(for: 8).count == 8)
+        let second = try await h.device(key: key)
+        await first.waitUntilClosed()
+        let collector = await PushCollector.start(second)
+        let got = await collector.wait(for: 20)
+        #expect(got.map(\.apnsID) == backlog)
+        Self.expectOnceInOrder(got)
+        try await Self.expectNothingMoreThen(h, c, auth: auth, token: token, collector: collector, already: 20)
+        await c.close()
+        await second.close()
+        await h.stop()
+    }
+
+    /// A page read that fails closes the connection with an error, as before paging.
+    @Test func aFailingPageReadClosesWithAnError() async throws {
+        let store = FailingBacklogStore()
+        let h = try await GatewayHarness.start { $0.storage = .custom(store) }
+        let device = try await h.device()
+        var failure: (any Error)?
+        do { for try await _ in device.pushes {} } catch { failure = error }
+        #expect((failure as? DeviceClientError)?.reason == "InternalServerError")
+        #expect((failure as? DeviceClientError)?.message.contains("cannot load stored pushes") == true)
+        await device.close()
+        await h.stop()
+    }
+}
+
+protocol PushReceiving: Actor {
+    func wait(for count: Int, timeout: Duration) async -> [DevicePush]
+}
+
+extension PushCollector: PushReceiving {}
+
+/// Collects pushes without acknowledging them until told to; then acknowledges those received
+/// so far and every later one.
+actor GatedCollector: PushReceiving {
+    private(set) var pushes: [DevicePush] = []
+    private var acknowledging = false
+    private var finished = false
+    private var waiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
+    private var task: Task<Void, Never>?
+    private let connection: DeviceConnection
+
+    private init(_ connection: DeviceConnection) { self.connection = connection }
+
+    static func start(_ connection: DeviceConnection) async -> GatedCollector {
+        let collector = GatedCollector(connection)
+        await collector.run()
+        return collector
+    }
+
+    private func run() {
+        task = Task {
+            do {
+                for try await push in connection.pushes { self.append(push) }
+            } catch {}
+            self.finish()
+        }
+    }
+
+    func startAcknowledging() {
+        acknowledging = true
+        for p in pushes { connection.acknowledge(p) }
+    }
+
+    private func append(_ push: DevicePush) {
+        pushes.append(push)
+        if acknowledging { connection.acknowledge(push) }
+        let ready = waiters.filter { $0.count <= pushes.count }
+        waiters.removeAll { $0.count <= pushes.count }
+        for w in ready { w.continuation.resume() }
+    }
+
+    private func finish() {
+        finished = true
+        for w in waiters { w.continuation.resume() }
+        waiters.removeAll()
+    }
+
+    private func timeOut() {
+        for w in waiters { w.continuation.resume() }
+        waiters.removeAll()
+    }
+
+    /// As `PushCollector.wait`: until `count` arrived, the connection ended or `timeout` passed.
+    func wait(for count: Int, timeout: Duration = .seconds(10)) async -> [DevicePush] {
+        if pushes.count >= count || finished { return pushes }
+        let timer = Task { [weak self] in
+            try? await Task.sleep(for: timeout)
+            await self?.timeOut()
+        }
+        await withCheckedContinuation { continuation in waiters.append((count, continuation)) }
+        timer.cancel()
+        return pushes
+    }
+}
+
+/// An in-memory store whose backlog page reads fail.
+final class FailingBacklogStore: GatewayStore {
+    let inner = InMemoryGatewayStore()
+    func addKey(_ key: ProviderKeyRecord) throws(GatewayStoreError) { try inner.addKey(key) }
+    func key(id: String) throws(GatewayStoreError) -> ProviderKeyRecord? { inner.key(id: id) }
+    func keys() throws(GatewayStoreError) -> [ProviderKeyRecord] { inner.keys() }
+    func registerApp(_ app: GatewayAppRecord) throws(GatewayStoreError) { try inner.registerApp(app) }
+    func app(bundleID: String) throws(GatewayStoreError) -> GatewayAppRecord? { inner.app(bundleID: bundleID) }
+    func apps() throws(GatewayStoreError) -> [GatewayAppRecord] { inner.apps() }
+    func registerDevice(_ device: GatewayDeviceRecord) throws(GatewayStoreError) { inner.registerDevice(device) }
+    func device(id: String) throws(GatewayStoreError) -> GatewayDeviceRecord? { inner.device(id: id) }
+    func addToken(_ token: DeviceTokenRecord) throws(GatewayStoreError) { try inner.addToken(token) }
+    func token(_ token: String) throws(GatewayStoreError) -> DeviceTokenRecord? { inner.token(token) }
+    func activeToken(deviceID: String, bundleID: String, environment: APNsEnvironment) throws(GatewayStoreError) -> DeviceTokenRecord? {
+        inner.activeToken(deviceID: deviceID, bundleID: bundleID, environment: environment)
+    }
+    func unregisterTokens(deviceID: String, bundleID: String, at: EpochMilliseconds) throws(GatewayStoreError) -> [DeviceTokenRecord] {
+        inner.unregisterTokens(deviceID: deviceID, bundleID: bundleID, at: at)
+    }
+    func commit(pushes: [NewPush], acknowledged: [Int64], at: EpochMilliseconds) throws(GatewayStoreError) -> [StoredPush] {
+        inner.commit(pushes: pushes, acknowledged: acknowledged, at: at)
+    }
+    func prepareBacklog(deviceID: String, now: EpochMilliseconds) throws(GatewayStoreError) -> Int { inner.prepareBacklog(deviceID: deviceID, now: now) }
+    func pendingPushes(deviceID: String, after: Int64, limit: Int) throws(GatewayStoreError) -> [StoredPush] {
+        throw .backend("disk unreadable")
+    }
+    func status(apnsID: String) throws(GatewayStoreError) -> [PushStatus] { inner.status(apnsID: apnsID) }
+    func recordEvent(_ event: DeliveryEvent, apnsID: String, deviceID: String, at: EpochMilliseconds) throws(GatewayStoreError) -> Bool {
+        inner.recordEvent(event, apnsID: apnsID, deviceID: deviceID, at: at)
+    }
+    func expirePushes(now: EpochMilliseconds, limit: Int) throws(GatewayStoreError) -> Int { inner.expirePushes(now: now, limit: limit) }
+    func prunePushes(finishedBefore cutoff: EpochMilliseconds, limit: Int) throws(GatewayStoreError) -> Int {
+        inner.prunePushes(finishedBefore: cutoff, limit: limit)
+    }
+}
