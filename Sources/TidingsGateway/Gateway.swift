@@ -214,6 +214,8 @@ public final class Gateway: Service, Sendable {
                 return channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
                     if useTLS { try sync.addHandler(NIOSSLServerHandler(context: providerContext)) }
+                    // The frames of one flush (a commit batch's responses) as one buffer: one TLS record.
+                    try sync.addHandler(OutboundCoalescingHandler())
                     // Header blocks are validated by ProviderConnectionHandler in its own pass
                     // (HTTP2HeaderBlockRules, the same rules and the same RST_STREAM); content
                     // lengths still by NIOHTTP2.
