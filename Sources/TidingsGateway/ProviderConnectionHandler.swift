@@ -73,12 +73,21 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
     private var highestStreamID: HTTP2StreamID = .rootStream
     private var context: ChannelHandlerContext?
     private var logger: Logger
+    /// The logger's level read once (reading `logLevel` copies the log handler per request).
+    private let logsTrace: Bool
+    private let logsDebug: Bool
+    /// Whether `apns-id` is a name in this connection's HPACK dynamic table: the first
+    /// response indexes its field once, later ones refer to the name by index instead of
+    /// Huffman-encoding it again (their unique values stay unindexed).
+    private var apnsIDNameIndexed = false
 
     init(core: GatewayCore) {
         self.core = core
         self.auth = ProviderAuthenticationStateMachine(configuration: .init(environment: core.configuration.environment))
         self.logger = core.logger
         logger[metadataKey: "channel"] = "provider"
+        logsTrace = logger.logLevel <= .trace
+        logsDebug = logger.logLevel <= .debug
     }
 
     private var sink: ProviderCommitSink?
@@ -314,7 +323,7 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
             inFlight -= 1
             respond(streamID, apnsID: apnsID, error: APNsError(.shutdown))
             closeIfDrained()
-        } else if logger.logLevel <= .trace {
+        } else if logsTrace {
             logger.trace("push accepted", metadata: ["push.apns_id": "\(apnsID)", "push.topic": "\(head.topic)", "push.token": "\(head.deviceToken.redacted)"])
         }
     }
@@ -340,20 +349,27 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
     private func fail(_ streamID: HTTP2StreamID, head: ProviderRequestHead, error: APNsError) {
         inFlight -= 1
         respond(streamID, apnsID: head.apnsID.rawValue, error: error)
-        if logger.logLevel <= .debug {
+        if logsDebug {
             logger.debug("push rejected", metadata: ["push.apns_id": "\(head.apnsID)", "push.topic": "\(head.topic)",
                                                      "push.token": "\(head.deviceToken.redacted)", "reason": "\(error.reason)"])
         }
     }
 
+    /// The apns-id is unique per response: not worth a place in either side's HPACK dynamic
+    /// table (inserting every one evicted an older one on every response), except once, so
+    /// that its name is there.
+    private func apnsIDIndexing() -> HPACKIndexing {
+        if apnsIDNameIndexed { return .nonIndexable }
+        apnsIDNameIndexed = true
+        return .indexable
+    }
+
     private func respondOK(_ streamID: HTTP2StreamID, apnsID: String) {
         guard let context else { return }
-        // The apns-id is unique per response: not worth a place in either side's HPACK
-        // dynamic table (inserting it evicted an older one on every response).
         var headers = HPACKHeaders()
         headers.reserveCapacity(2)
         headers.add(name: ":status", value: "200")
-        headers.add(name: "apns-id", value: apnsID, indexing: .nonIndexable)
+        headers.add(name: "apns-id", value: apnsID, indexing: apnsIDIndexing())
         context.write(wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers, endStream: true)))), promise: nil)
         needsFlush = true
     }
@@ -362,7 +378,7 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
         guard let context else { return }
         if error.reason != .internalServerError { core.metrics.recordRejected(error.reason.rawValue) }
         var headers: HPACKHeaders = [":status": String(error.status), "content-type": "application/json"]
-        headers.add(name: "apns-id", value: apnsID, indexing: .nonIndexable)
+        headers.add(name: "apns-id", value: apnsID, indexing: apnsIDIndexing())
         context.write(wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers, endStream: false)))), promise: nil)
         var body = context.channel.allocator.buffer(capacity: 64)
         body.writeString(error.jsonBody)
