@@ -216,11 +216,10 @@ public final class Gateway: Service, Sendable {
                     if useTLS { try sync.addHandler(NIOSSLServerHandler(context: providerContext)) }
                     // The frames of one flush (a commit batch's responses) as one buffer: one TLS record.
                     try sync.addHandler(OutboundCoalescingHandler())
-                    // Header blocks are validated by ProviderConnectionHandler in its own pass
-                    // (HTTP2HeaderBlockRules, the same rules and the same RST_STREAM); content
-                    // lengths still by NIOHTTP2.
+                    // Header blocks and content lengths are validated by ProviderConnectionHandler
+                    // in its own pass (HTTP2HeaderBlockRules, the same rules and the same RST_STREAM).
                     try sync.addHandler(NIOHTTP2Handler(mode: .server, initialSettings: initialSettings,
-                                                        headerBlockValidation: .disabled, contentLengthValidation: .enabled))
+                                                        headerBlockValidation: .disabled, contentLengthValidation: .disabled))
                     try sync.addHandler(ProviderConnectionHandler(core: core))
                 }
             }

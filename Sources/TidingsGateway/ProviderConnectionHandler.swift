@@ -25,19 +25,23 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
         var head: Result<ProviderRequestHead, ProviderRequestError>
         /// The largest body kept (the push type's limit; 0 after a header error).
         let bodyLimit: Int
+        /// The `content-length` announced, which the body must match (`HTTP2HeaderBlockRules`).
+        let contentLength: Int?
         var body: ByteBuffer?
         var bodyBytes = 0
         /// Flow-controlled bytes received on the stream and not yet given back.
         var unacknowledged = 0
 
-        init(head: Result<ProviderRequestHead, ProviderRequestError>) {
+        init(head: Result<ProviderRequestHead, ProviderRequestError>, contentLength: Int?) {
             self.head = head
+            self.contentLength = contentLength
             if case .success(let h) = head { bodyLimit = h.maximumPayloadSize } else { bodyLimit = 0 }
         }
 
         /// One DATA frame: the body grows (up to the push type's limit; beyond it only the
         /// count, for `PayloadTooLarge`); `windowUpdate` is set when the stream's credit is due.
-        /// Returns true (a value, so that optional chaining on the dictionary tells a known stream).
+        /// Returns false when the body has outgrown its `content-length` (a value either way, so
+        /// that optional chaining on the dictionary tells a known stream).
         mutating func received(_ payload: HTTP2Frame.FramePayload.Data, flowControlled: Int, windowUpdateThreshold: Int,
                                windowUpdate: inout Int) -> Bool {
             if !payload.endStream {
@@ -53,6 +57,7 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
                     if body == nil { body = chunk } else { body!.writeBuffer(&chunk) }
                 }
             }
+            if let contentLength, bodyBytes > contentLength { return false }
             return true
         }
     }
@@ -148,7 +153,7 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
             }
             guard rules.finish() else { return resetMalformed(frame.streamID, context: context) }
             if frame.streamID > highestStreamID { highestStreamID = frame.streamID }
-            streams[frame.streamID] = StreamState(head: fields.validate())
+            streams[frame.streamID] = StreamState(head: fields.validate(), contentLength: rules.contentLength)
             if headers.endStream { finish(frame.streamID, context: context) }
         case .data(let payload):
             let flowControlled = payload.data.readableBytes + (payload.paddingBytes.map { $0 + 1 } ?? 0)
@@ -161,10 +166,11 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
             // The stream's state is changed in place (a copy out of the dictionary and back
             // retained and released every string of the request's head per DATA frame).
             var windowUpdate = 0
-            let known: Bool? = streams[frame.streamID]?.received(payload, flowControlled: flowControlled,
-                                                                 windowUpdateThreshold: Self.windowUpdateThreshold,
-                                                                 windowUpdate: &windowUpdate)
-            guard known != nil else { return }
+            let withinLength: Bool? = streams[frame.streamID]?.received(payload, flowControlled: flowControlled,
+                                                                        windowUpdateThreshold: Self.windowUpdateThreshold,
+                                                                        windowUpdate: &windowUpdate)
+            guard let withinLength else { return }
+            guard withinLength else { return resetMalformed(frame.streamID, context: context) }
             if windowUpdate > 0 {
                 context.write(wrapOutboundOut(HTTP2Frame(streamID: frame.streamID, payload: .windowUpdate(windowSizeIncrement: windowUpdate))), promise: nil)
                 needsFlush = true
@@ -234,6 +240,9 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
 
     private func finish(_ streamID: HTTP2StreamID, context: ChannelHandlerContext) {
         guard let stream = streams.removeValue(forKey: streamID) else { return }
+        if let contentLength = stream.contentLength, stream.bodyBytes != contentLength {
+            return resetMalformed(streamID, context: context)
+        }
         switch stream.head {
         case .failure(let failure):
             respond(streamID, apnsID: failure.apnsIDEcho, error: failure.error)
