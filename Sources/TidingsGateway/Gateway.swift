@@ -298,7 +298,9 @@ public final class Gateway: Service, Sendable {
         for server in servers { try? await server.close() }
         let connections = runState.withLock { Array($0.providerConnections.values) }
         for connection in connections {
-            connection.pipeline.fireUserInboundEventTriggered(ProviderShutdownEvent())
+            connection.eventLoop.execute {
+                (try? connection.pipeline.syncOperations.handler(type: ProviderConnectionHandler.self))?.beginShutdown()
+            }
         }
         let deadline = ContinuousClock.now + configuration.drainTimeout
         while ContinuousClock.now < deadline {

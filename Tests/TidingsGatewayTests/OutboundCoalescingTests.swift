@@ -66,9 +66,10 @@ struct OutboundCoalescingTests {
         // Batch 2: small, large, small.
         client.write(buffer([8]), promise: nil)
         let p3 = client.write(buffer(large))
-        let p4 = client.writeAndFlush(buffer([9, 10]))
+        let p4 = client.eventLoop.makePromise(of: Void.self)
+        client.writeAndFlush(buffer([9, 10]), promise: p4)
         try await p3.get()
-        try await p4.get()
+        try await p4.futureResult.get()
 
         #expect(recorder.writes.withLock { $0 } == expected)
         try await collector.done.futureResult.get()
