@@ -13,7 +13,7 @@ import NIOCore
 /// Buffers of `passThroughSize` bytes or more (large DATA payloads) are not copied: what is
 /// pending goes first, then the buffer itself, in order. Promises complete when the combined
 /// write does.
-final class OutboundCoalescingHandler: ChannelOutboundHandler, RemovableChannelHandler {
+final class OutboundCoalescingHandler: ChannelOutboundHandler {
     typealias OutboundIn = IOData
     typealias OutboundOut = IOData
 
