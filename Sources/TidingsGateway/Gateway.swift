@@ -214,11 +214,12 @@ public final class Gateway: Service, Sendable {
                 return channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
                     if useTLS { try sync.addHandler(NIOSSLServerHandler(context: providerContext)) }
-                    // Header blocks are validated by ProviderConnectionHandler in its own pass
-                    // (HTTP2HeaderBlockRules, the same rules and the same RST_STREAM); content
-                    // lengths still by NIOHTTP2.
+                    // The frames of one flush (a commit batch's responses) as one buffer: one TLS record.
+                    try sync.addHandler(OutboundCoalescingHandler())
+                    // Header blocks and content lengths are validated by ProviderConnectionHandler
+                    // in its own pass (HTTP2HeaderBlockRules, the same rules and the same RST_STREAM).
                     try sync.addHandler(NIOHTTP2Handler(mode: .server, initialSettings: initialSettings,
-                                                        headerBlockValidation: .disabled, contentLengthValidation: .enabled))
+                                                        headerBlockValidation: .disabled, contentLengthValidation: .disabled))
                     try sync.addHandler(ProviderConnectionHandler(core: core))
                 }
             }
@@ -297,7 +298,9 @@ public final class Gateway: Service, Sendable {
         for server in servers { try? await server.close() }
         let connections = runState.withLock { Array($0.providerConnections.values) }
         for connection in connections {
-            connection.pipeline.fireUserInboundEventTriggered(ProviderShutdownEvent())
+            connection.eventLoop.execute {
+                (try? connection.pipeline.syncOperations.handler(type: ProviderConnectionHandler.self))?.beginShutdown()
+            }
         }
         let deadline = ContinuousClock.now + configuration.drainTimeout
         while ContinuousClock.now < deadline {

@@ -13,6 +13,11 @@
 ///   `transfer-encoding` and `upgrade` are forbidden; `te` may only be `trailers`.
 /// - A request has `:method`, `:scheme`, `:path` (non-empty) and maybe `:authority`; a CONNECT
 ///   request has exactly `:method` and `:authority`. Trailers have no pseudo-headers.
+/// - `content-length` (RFC 9113 § 8.1.1), as NIOHTTP2's `ContentLengthVerifier` reads it when
+///   its content-length validation is on (also off on provider connections): every
+///   comma-separated value, trimmed of spaces and tabs, is the same text, a non-negative
+///   decimal; a `HEAD` request has none. `contentLength` is what the body must then measure
+///   (`ProviderConnectionHandler` counts the DATA bytes and resets the stream as NIOHTTP2 did).
 struct HTTP2HeaderBlockRules {
     enum Block { case request, trailers }
 
@@ -29,6 +34,9 @@ struct HTTP2HeaderBlockRules {
     private var regularFieldsBegun = false
     private var seen: Pseudo = []
     private var isConnect = false
+    private var isHead = false
+    /// The first `content-length` value's text; every other one must equal it.
+    private var contentLengthText: String?
     /// False once a field broke a rule.
     private(set) var isValid = true
 
@@ -43,8 +51,11 @@ struct HTTP2HeaderBlockRules {
         if !fieldOK { isValid = false }
     }
 
+    /// The body's length in bytes the request announced (valid after `finish()` returned true).
+    private(set) var contentLength: Int?
+
     /// Whether the whole block was valid (call after the last field).
-    func finish() -> Bool {
+    mutating func finish() -> Bool {
         guard isValid else { return false }
         switch block {
         case .trailers:
@@ -52,7 +63,14 @@ struct HTTP2HeaderBlockRules {
         case .request:
             let allowed: Pseudo = isConnect ? [.method, .authority] : [.path, .method, .scheme, .authority]
             let mandatory: Pseudo = isConnect ? [.method, .authority] : [.path, .method, .scheme]
-            return allowed.isSuperset(of: seen) && mandatory.isSubset(of: seen)
+            guard allowed.isSuperset(of: seen) && mandatory.isSubset(of: seen) else { return false }
+            if isHead {
+                contentLength = 0
+            } else if let text = contentLengthText {
+                guard let length = Int(text, radix: 10), length >= 0 else { return false }
+                contentLength = length
+            }
+            return true
         }
     }
 
@@ -73,7 +91,10 @@ struct HTTP2HeaderBlockRules {
             guard !seen.contains(kind) else { return false }
             seen.insert(kind)
             if block == .request {
-                if kind == .method { isConnect = Self.equal(value, "CONNECT") }
+                if kind == .method {
+                    isConnect = Self.equal(value, "CONNECT")
+                    isHead = Self.equal(value, "HEAD")
+                }
                 if kind == .path, value.isEmpty { return false }
             }
             return true
@@ -84,12 +105,37 @@ struct HTTP2HeaderBlockRules {
         switch name.count {
         case 2 where Self.equal(name, "te"):
             return block != .request || Self.equal(value, "trailers")
+        case 14 where Self.equal(name, "content-length"):
+            return block != .request || addContentLength(value)
         case 7 where Self.equal(name, "upgrade"): return false
         case 10 where Self.equal(name, "connection") || Self.equal(name, "keep-alive"): return false
         case 16 where Self.equal(name, "proxy-connection"): return false
         case 17 where Self.equal(name, "transfer-encoding"): return false
         default: return true
         }
+    }
+
+    /// The values of one `content-length` field: split at commas, each trimmed of spaces and
+    /// tabs (NIOHPACK's canonical form); each must be the same text as the first.
+    private mutating func addContentLength(_ value: UnsafeBufferPointer<UInt8>) -> Bool {
+        func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 }
+        var start = 0
+        while start < value.count {
+            var end = start
+            while end < value.count, value[end] != UInt8(ascii: ",") { end += 1 }
+            var low = start, high = end
+            while low < high, isSpace(value[low]) { low += 1 }
+            while high > low, isSpace(value[high - 1]) { high -= 1 }
+            let piece = UnsafeBufferPointer(rebasing: value[low..<high])
+            if let first = contentLengthText {
+                var first = first
+                guard first.withUTF8({ $0.elementsEqual(piece) }) else { return false }
+            } else {
+                contentLengthText = String(decoding: piece, as: UTF8.self)
+            }
+            start = end + 1
+        }
+        return true
     }
 
     /// RFC 9110 `token` without upper-case letters (HTTP/2 names are lower case), non-empty.

@@ -98,6 +98,12 @@ struct ProviderAPITests {
             [("te", "gzip")],                           // te other than trailers
             [(":path", "/3/device/\(token)")],          // a pseudo-header after regular fields, and twice
             [(":protocol", "websocket")],               // no extended CONNECT
+            // content-length against the 25-byte body (RFC 9113 § 8.1.1)
+            [("content-length", "3")],                  // the body is longer
+            [("content-length", "26")],                 // the body is shorter
+            [("content-length", "abc")],                // not a number
+            [("content-length", "-1")],
+            [("content-length", "25"), ("content-length", "24")],  // two that disagree
         ]
         for extra in malformed {
             await #expect(throws: APNsClientError.self, "\(extra)") {
@@ -106,7 +112,11 @@ struct ProviderAPITests {
         }
         // te: trailers is allowed; the connection still works.
         #expect(try await c.send(h.request(token: token, authorization: auth, extra: [("te", "trailers")])).status == 200)
-        #expect(try await h.gateway.store.pendingPushes(deviceID: device.deviceID, after: 0, limit: 10).count == 2)
+        // So is a content-length that matches the body, also repeated.
+        #expect(try await c.send(h.request(token: token, authorization: auth, extra: [("content-length", "25")])).status == 200)
+        #expect(try await c.send(h.request(token: token, authorization: auth,
+                                           extra: [("content-length", "25"), ("content-length", "25")])).status == 200)
+        #expect(try await h.gateway.store.pendingPushes(deviceID: device.deviceID, after: 0, limit: 10).count == 4)
         await c.close()
         await h.stop()
     }

@@ -1,4 +1,9 @@
 import Crypto
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// A registered provider signing key: which team it belongs to and where it may be used.
 public struct ProviderKey: Sendable, Hashable {
@@ -121,7 +126,11 @@ public struct ProviderAuthenticationStateMachine: Sendable {
         var string = string, other = other
         return string.withUTF8 { a in
             other.withUTF8 { b in
-                a.count - offset == b.count && UnsafeBufferPointer(rebasing: a[offset...]).elementsEqual(b)
+                guard a.count - offset == b.count else { return false }
+                guard let aStart = a.baseAddress, let bStart = b.baseAddress else { return b.isEmpty }
+                // `memcmp` (`elementsEqual` over the two buffers compared byte by byte: ≈ 1.4 % of
+                // the gateway's CPU for a ≈ 200-byte token on every request).
+                return memcmp(aStart + offset, bStart, b.count) == 0
             }
         }
     }

@@ -21,7 +21,8 @@ public struct APNsClientConfiguration: Sendable {
     public var authority: String?
     public var connectTimeout: TimeAmount = .seconds(10)
     /// Check outgoing header blocks against HTTP/2's rules before sending (NIOHTTP2's
-    /// validation). Tests turn it off to send malformed requests on purpose.
+    /// header-block and content-length validation). Tests turn it off to send malformed
+    /// requests on purpose.
     public var validatesHeaderBlocks: Bool = true
 
     public init(host: String, port: Int, useTLS: Bool = true, trustRootPaths: [String] = []) {
@@ -127,7 +128,8 @@ public final class APNsConnection: Sendable {
                         try sync.addHandler(try NIOSSLClientHandler(context: sslContext, serverHostname: isIP ? nil : authority))
                     }
                     try sync.addHandler(NIOHTTP2Handler(mode: .client, initialSettings: nioDefaultSettings,
-                                                        headerBlockValidation: configuration.validatesHeaderBlocks ? .enabled : .disabled))
+                                                        headerBlockValidation: configuration.validatesHeaderBlocks ? .enabled : .disabled,
+                                                        contentLengthValidation: configuration.validatesHeaderBlocks ? .enabled : .disabled))
                     try sync.addHandler(APNsClientHandler(authority: authority, scheme: configuration.useTLS ? "https" : "http"))
                 }
             }

@@ -1,0 +1,78 @@
+import NIOCore
+
+/// Between `NIOHTTP2Handler` and TLS on provider connections: the bytes written between two
+/// flushes go down as one buffer.
+///
+/// NIOHTTP2 writes every frame as its own buffer, and NIOSSL seals every buffer it is given
+/// as its own TLS record: a commit batch of 60 responses was 60 `SSL_write`s, 60 records
+/// (22 bytes of overhead each on a ≈ 45-byte HEADERS frame) and 60 decryptions on the
+/// client. Copied into one buffer here they are one `SSL_write` and, up to 16 KiB, one record.
+/// Copying also hands NIOHTTP2's frame buffer back at once, so its `clear()` before the next
+/// frame finds the storage unshared instead of allocating a new one.
+///
+/// Buffers of `passThroughSize` bytes or more (large DATA payloads) are not copied: what is
+/// pending goes first, then the buffer itself, in order. Promises complete when the combined
+/// write does.
+final class OutboundCoalescingHandler: ChannelOutboundHandler {
+    typealias OutboundIn = IOData
+    typealias OutboundOut = IOData
+
+    static let passThroughSize = 4096
+    /// The buffer is kept between flushes (no allocation per batch) unless a burst grew it
+    /// beyond this.
+    static let retainedCapacity = 64 * 1024
+
+    private var buffer: ByteBuffer?
+    private var promise: EventLoopPromise<Void>?
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        switch unwrapOutboundIn(data) {
+        case .byteBuffer(var bytes) where bytes.readableBytes < Self.passThroughSize:
+            if buffer == nil || buffer!.capacity > Self.retainedCapacity {
+                buffer = context.channel.allocator.buffer(capacity: 2048)
+            } else if buffer!.readableBytes == 0 {
+                // Emitted at the last flush, and TLS has encrypted it since: the storage is
+                // unshared again and is reused (were it still shared, this would allocate).
+                buffer!.clear()
+            }
+            buffer!.writeBuffer(&bytes)
+            add(promise)
+        case let other:
+            emitPending(context: context)
+            context.write(wrapOutboundOut(other), promise: promise)
+        }
+    }
+
+    func flush(context: ChannelHandlerContext) {
+        emitPending(context: context)
+        context.flush()
+    }
+
+    func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
+        // Unflushed writes reach the channel, which fails them on close as it would have.
+        emitPending(context: context)
+        context.close(mode: mode, promise: promise)
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        if let pending = promise {
+            promise = nil
+            pending.fail(ChannelError.ioOnClosedChannel)
+        }
+        buffer = nil
+    }
+
+    private func add(_ next: EventLoopPromise<Void>?) {
+        guard let next else { return }
+        if let promise { promise.futureResult.cascade(to: next) } else { promise = next }
+    }
+
+    private func emitPending(context: ChannelHandlerContext) {
+        guard let readable = buffer?.readableBytes, readable > 0 else { return }
+        let pendingPromise = promise
+        promise = nil
+        context.write(wrapOutboundOut(.byteBuffer(buffer!)), promise: pendingPromise)
+        // Only the indices move (no write to the storage TLS still holds until the flush).
+        buffer!.moveReaderIndex(forwardBy: readable)
+    }
+}
