@@ -126,6 +126,20 @@ struct APNsPayloadTests {
         #expect(round == v)
     }
 
+    /// Strings with escapes are copied run by run between the escapes: every run must arrive
+    /// whole and in place, and a control character or the end inside a later run still fails.
+    @Test func escapedStringsKeepEveryRun() throws {
+        let payload = #"{"aps":{"alert":{"title":"Hello \"you\"","body":"a\\b/c\nd"},"badge":1},"k":"é\u00e9"}"#
+        let message = try JSONValue(parsing: Array(JSONValue.string(payload).jsonText.utf8))
+        #expect(message == .string(payload))
+        #expect(try JSONValue(parsing: Array(#""ab\"cd\\ef\/gh\u0041ij""#.utf8)) == .string(#"ab"cd\ef/ghAij"#))
+        #expect(try JSONValue(parsing: Array(#""\"""#.utf8)) == .string("\""))
+        #expect(try JSONValue(parsing: Array(#""\\\\""#.utf8)) == .string(#"\\"#))
+        for bad in ["\"a\\\"b\u{01}c\"", "\"a\\\"bc", "\"a\\\"b\u{0A}\""] {
+            #expect(throws: JSONParseError.self, "\(bad)") { try JSONValue(parsing: Array(bad.utf8)) }
+        }
+    }
+
     @Test func scannerAgreesWithTheParser() {
         let inputs = [
             #"{"aps":{"alert":"x"}}"#, "{}", " {} ", "[]", "1", #""s""#, "{", #"{"a":}"#, #"{"a":1,}"#, #"{"a":01}"#,

@@ -219,6 +219,16 @@ struct JSONParser {
         }
         var out = Array(bytes[start..<index])
         while index < bytes.count {
+            // Runs without escapes are copied whole (a payload sent as a string is mostly such
+            // runs between escaped quotes), not appended byte by byte.
+            let run = index
+            while index < bytes.count {
+                let byte = bytes[index]
+                if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte < 0x20 { break }
+                index += 1
+            }
+            if index > run { out.append(contentsOf: bytes[run..<index]) }
+            guard index < bytes.count else { break }
             let byte = bytes[index]
             switch byte {
             case UInt8(ascii: "\""):

@@ -14,6 +14,26 @@ import TidingsDevice
 
 func nowMs() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
 
+/// Receives and acknowledges `count` pushes: latencies (accept → receipt, ms), when the first
+/// arrived, duplicates. Off the main actor: top-level code is main-actor isolated, and hopping
+/// to it for every push cost the device a task switch per push.
+nonisolated func receive(_ count: Int, from connection: DeviceConnection) async throws -> ([Int64], Int64?, Int) {
+    var latencies: [Int64] = []
+    latencies.reserveCapacity(count)
+    var first: Int64?
+    var seen = Set<Int64>()
+    var duplicates = 0
+    for try await push in connection.pushes {
+        let now = nowMs()
+        if first == nil { first = now }
+        if !seen.insert(push.sequence).inserted { duplicates += 1 }
+        latencies.append(now - push.acceptedAt)
+        connection.acknowledge(push)
+        if latencies.count >= count { break }
+    }
+    return (latencies, first, duplicates)
+}
+
 let args = CommandLine.arguments
 guard args.count >= 2 else { fatalError("usage: gateway-bench device|idle …") }
 
@@ -32,19 +52,8 @@ case "device":
     let token = try await connection.requestToken(topic: topic, environment: .development)
     print("TOKEN \(token.hex)")
     fflush(nil)
-    var latencies: [Int64] = []
-    latencies.reserveCapacity(count)
-    var first: Int64?
-    var seen = Set<Int64>()
-    var duplicates = 0
-    for try await push in connection.pushes {
-        let now = nowMs()
-        if first == nil { first = now }
-        if !seen.insert(push.sequence).inserted { duplicates += 1 }
-        latencies.append(now - push.acceptedAt)
-        connection.acknowledge(push)
-        if latencies.count >= count { break }
-    }
+    let (received, first, duplicates) = try await receive(count, from: connection)
+    var latencies = received
     let elapsed = Double(nowMs() - (first ?? nowMs())) / 1000
     latencies.sort()
     func pct(_ p: Double) -> Int64 { latencies.isEmpty ? 0 : latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))] }
