@@ -67,6 +67,12 @@ public struct GatewayConfiguration: Sendable {
     public var maintenanceInterval: TimeAmount = .seconds(60)
     /// How long a device has to answer the connection challenge.
     public var deviceHandshakeTimeout: TimeAmount = .seconds(10)
+    /// A request whose stream has not ended this long after its headers (the body never came)
+    /// is answered `400 IdleTimeout` and its stream reset, so a stalled client cannot hold a
+    /// stream, its memory and its place under the stream limit forever.
+    public var providerRequestTimeout: Duration = .seconds(10)
+    /// How often each provider connection looks for such requests.
+    public var providerIdleCheckInterval: TimeAmount = .seconds(1)
     /// How long graceful shutdown waits for in-flight streams after GOAWAY.
     public var drainTimeout: Duration = .seconds(10)
     /// A reconnecting device's backlog is read and sent in pages of this many pushes, in

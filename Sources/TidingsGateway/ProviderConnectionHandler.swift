@@ -28,10 +28,13 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
         var bodyBytes = 0
         /// Flow-controlled bytes received on the stream and not yet given back.
         var unacknowledged = 0
+        /// When the headers came (the gateway's clock): `IdleTimeout` counts from here.
+        let openedAt: EpochMilliseconds
 
-        init(head: Result<ProviderRequestHead, ProviderRequestError>, contentLength: Int?) {
+        init(head: Result<ProviderRequestHead, ProviderRequestError>, contentLength: Int?, openedAt: EpochMilliseconds) {
             self.head = head
             self.contentLength = contentLength
+            self.openedAt = openedAt
             if case .success(let h) = head { bodyLimit = h.maximumPayloadSize } else { bodyLimit = 0 }
         }
 
@@ -97,10 +100,49 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
         sink = ProviderCommitSink(handler: NIOLoopBound(self, eventLoop: context.eventLoop), eventLoop: context.eventLoop)
+        let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+        let interval = core.configuration.providerIdleCheckInterval
+        idleCheck = context.eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { _ in
+            handler.value.timeOutStalledRequests()
+        }
     }
     func handlerRemoved(context: ChannelHandlerContext) {
         self.context = nil
         sink = nil  // the sink holds the handler: break the cycle
+        idleCheck?.cancel()
+        idleCheck = nil
+    }
+
+    private var idleCheck: RepeatedTask?
+
+    /// Requests whose stream did not end within `providerRequestTimeout` of their headers (the
+    /// body never came): `400 IdleTimeout`, then `RST_STREAM(NO_ERROR)` so that the client stops
+    /// sending it (RFC 9113 § 8.1) and the stream no longer counts against the limit.
+    private func timeOutStalledRequests() {
+        guard !streams.isEmpty, let context else { return }
+        let cutoff = core.clock.nowMilliseconds() - core.configuration.providerRequestTimeout.milliseconds
+        let stalled = streams.filter { $0.value.openedAt <= cutoff }
+        guard !stalled.isEmpty else { return }
+        for (streamID, stream) in stalled.sorted(by: { $0.key < $1.key }) {
+            streams[streamID] = nil
+            let apnsID: String
+            switch stream.head {
+            case .success(let head): apnsID = head.apnsID.rawValue
+            case .failure(let failure): apnsID = failure.apnsIDEcho
+            }
+            // The reset follows the response's DATA frame once that was written: NIOHTTP2 holds
+            // DATA for flow control and would drop it, sent before, at the reset.
+            let written = context.eventLoop.makePromise(of: Void.self)
+            respond(streamID, apnsID: apnsID, error: APNsError(.idleTimeout), written: written)
+            let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+            let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+            written.futureResult.whenSuccess {
+                bound.value.writeAndFlush(handler.value.wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .rstStream(.noError))),
+                                          promise: nil)
+            }
+        }
+        flushIfNeeded()
+        closeIfDrained()
     }
 
     /// The outcomes of one commit for this connection (`PushCommitter`).
@@ -150,7 +192,8 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
             }
             guard rules.finish() else { return resetMalformed(frame.streamID, context: context) }
             if frame.streamID > highestStreamID { highestStreamID = frame.streamID }
-            streams[frame.streamID] = StreamState(head: fields.validate(), contentLength: rules.contentLength)
+            streams[frame.streamID] = StreamState(head: fields.validate(), contentLength: rules.contentLength,
+                                                  openedAt: core.clock.nowMilliseconds())
             if headers.endStream { finish(frame.streamID, context: context) }
         case .data(let payload):
             let flowControlled = payload.data.readableBytes + (payload.paddingBytes.map { $0 + 1 } ?? 0)
@@ -375,7 +418,7 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
         needsFlush = true
     }
 
-    private func respond(_ streamID: HTTP2StreamID, apnsID: String, error: APNsError) {
+    private func respond(_ streamID: HTTP2StreamID, apnsID: String, error: APNsError, written: EventLoopPromise<Void>? = nil) {
         guard let context else { return }
         if error.reason != .internalServerError { core.metrics.recordRejected(error.reason.rawValue) }
         var headers: HPACKHeaders = [":status": String(error.status), "content-type": "application/json"]
@@ -383,7 +426,7 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
         context.write(wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers, endStream: false)))), promise: nil)
         var body = context.channel.allocator.buffer(capacity: 64)
         body.writeString(error.jsonBody)
-        context.write(wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .data(.init(data: .byteBuffer(body), endStream: true)))), promise: nil)
+        context.write(wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .data(.init(data: .byteBuffer(body), endStream: true)))), promise: written)
         needsFlush = true
     }
 }

@@ -223,6 +223,34 @@ struct ProviderAPITests {
         await h.stop()
     }
 
+    @Test(.timeLimit(.minutes(1))) func aStalledRequestIsAnsweredIdleTimeout() async throws {
+        let h = try await GatewayHarness.start { c in
+            c.providerRequestTimeout = .seconds(10)
+            c.providerIdleCheckInterval = .milliseconds(5)
+        }
+        let device = try await h.device()
+        let token = try await device.requestToken(topic: GatewayHarness.bundleID, environment: .development).hex
+        let c = try await h.connect()
+        let auth = try h.bearer()
+        // Headers, and then nothing: the body never comes, the stream never ends.
+        var stalled = h.request(token: token, authorization: auth, extra: [("apns-id", "8E1C2D4A-0B3F-4C5D-9E6F-7A8B9C0D1E2F")])
+        stalled.endsStream = false
+        async let answer = c.send(stalled)
+        // A request sent after it on the same connection completes: the gateway has read the
+        // stalled stream's headers by then, and the clock has not moved, so it is still open.
+        #expect(try await c.send(h.request(token: token, authorization: auth)).status == 200)
+        h.clock.advance(by: 10)
+        let response = try await answer
+        expectError(response, .idleTimeout)
+        #expect(response.apnsID == "8E1C2D4A-0B3F-4C5D-9E6F-7A8B9C0D1E2F")
+        // The connection goes on; only the completed request was stored.
+        #expect(try await c.send(h.request(token: token, authorization: auth)).status == 200)
+        #expect(try h.gateway.store.pendingPushes(deviceID: device.deviceID, after: 0, limit: 10).count == 2)
+        await c.close()
+        await device.close()
+        await h.stop()
+    }
+
     @Test func gracefulShutdownSendsGoAwayShutdown() async throws {
         let h = try await GatewayHarness.start()
         let device = try await h.device()

@@ -46,6 +46,8 @@ public struct APNsRequest: Sendable {
     /// Header fields in order (`authorization`, `apns-topic`, `apns-push-type`, …).
     public var headers: [(name: String, value: String)]
     public var body: [UInt8]
+    /// False: the body is never sent and the stream never ended (tests of a stalled client).
+    public var endsStream = true
 
     public init(deviceToken: String, headers: [(name: String, value: String)], body: [UInt8]) {
         self.path = "/3/device/" + deviceToken
@@ -210,9 +212,9 @@ final class APNsClientHandler: ChannelInboundHandler {
             var headers: HPACKHeaders = [":method": request.method, ":scheme": scheme, ":path": request.path, ":authority": authority]
             for (name, value) in request.headers { headers.add(name: name, value: value) }
             open[id] = Open(promise: promise)
-            let endStream = request.body.isEmpty
+            let endStream = request.body.isEmpty && request.endsStream
             context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers, endStream: endStream)))), promise: nil)
-            if !endStream {
+            if !endStream && request.endsStream {
                 let data = context.channel.allocator.buffer(bytes: request.body)
                 context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(data), endStream: true)))), promise: nil)
             }
