@@ -50,7 +50,7 @@ struct BacklogPagingTests {
 
     /// After everything arrived, one more push: if it is the next to arrive, nothing else was
     /// queued behind the backlog (no duplicate after the last expected push).
-    static func expectNothingMoreThen(_ h: GatewayHarness, _ c: APNsConnection, auth: String, token: String, collector: some PushReceiving,
+    static func expectNothingMoreThen(_ h: GatewayHarness, _ c: APNsConnection, auth: String, token: String, collector: PushCollector,
                                       already: Int) async throws {
         let marker = try await send(h, c, auth: auth, token: token, count: 1, tag: "marker")
         let got = await collector.wait(for: already + 1, timeout: .seconds(10))
@@ -85,7 +85,7 @@ struct BacklogPagingTests {
         let auth = try h.bearer()
         let backlog = try await Self.send(h, c, auth: auth, token: token, count: 20, tag: "b")
         let device = try await h.device(key: key)
-        let collector = await GatedCollector.start(device)
+        let collector = await PushCollector.start(device, acknowledge: false)
         let firstPages = await collector.wait(for: 8)
         #expect(firstPages.map(\.apnsID) == Array(backlog.prefix(8)))
         // Accepted (durable) while the device holds two unacknowledged pages.
@@ -169,7 +169,7 @@ struct BacklogPagingTests {
         let auth = try h.bearer()
         let backlog = try await Self.send(h, c, auth: auth, token: token, count: 20, tag: "b")
         let first = try await h.device(key: key)
-        let firstCollector = await GatedCollector.start(first)
+        let firstCollector = await PushCollector.start(first, acknowledge: false)
         #expect(await firstCollector.wait(for: 8).count == 8)
         let second = try await h.device(key: key)
         await first.waitUntilClosed()
@@ -185,7 +185,7 @@ struct BacklogPagingTests {
 
     /// A page read that fails closes the connection with an error, as before paging.
     @Test func aFailingPageReadClosesWithAnError() async throws {
-        let store = FailingBacklogStore()
+        let store = FaultyGatewayStore(failing: .backlogPages)
         let h = try await GatewayHarness.start { $0.storage = .custom(store) }
         let device = try await h.device()
         var failure: (any Error)?
@@ -194,111 +194,5 @@ struct BacklogPagingTests {
         #expect((failure as? DeviceClientError)?.message.contains("cannot load stored pushes") == true)
         await device.close()
         await h.stop()
-    }
-}
-
-protocol PushReceiving: Actor {
-    func wait(for count: Int, timeout: Duration) async -> [DevicePush]
-}
-
-extension PushCollector: PushReceiving {}
-
-/// Collects pushes without acknowledging them until told to; then acknowledges those received
-/// so far and every later one.
-actor GatedCollector: PushReceiving {
-    private(set) var pushes: [DevicePush] = []
-    private var acknowledging = false
-    private var finished = false
-    private var waiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
-    private var task: Task<Void, Never>?
-    private let connection: DeviceConnection
-
-    private init(_ connection: DeviceConnection) { self.connection = connection }
-
-    static func start(_ connection: DeviceConnection) async -> GatedCollector {
-        let collector = GatedCollector(connection)
-        await collector.run()
-        return collector
-    }
-
-    private func run() {
-        task = Task {
-            do {
-                for try await push in connection.pushes { self.append(push) }
-            } catch {}
-            self.finish()
-        }
-    }
-
-    func startAcknowledging() {
-        acknowledging = true
-        for p in pushes { connection.acknowledge(p) }
-    }
-
-    private func append(_ push: DevicePush) {
-        pushes.append(push)
-        if acknowledging { connection.acknowledge(push) }
-        let ready = waiters.filter { $0.count <= pushes.count }
-        waiters.removeAll { $0.count <= pushes.count }
-        for w in ready { w.continuation.resume() }
-    }
-
-    private func finish() {
-        finished = true
-        for w in waiters { w.continuation.resume() }
-        waiters.removeAll()
-    }
-
-    private func timeOut() {
-        for w in waiters { w.continuation.resume() }
-        waiters.removeAll()
-    }
-
-    /// As `PushCollector.wait`: until `count` arrived, the connection ended or `timeout` passed.
-    func wait(for count: Int, timeout: Duration = .seconds(10)) async -> [DevicePush] {
-        if pushes.count >= count || finished { return pushes }
-        let timer = Task { [weak self] in
-            try? await Task.sleep(for: timeout)
-            await self?.timeOut()
-        }
-        await withCheckedContinuation { continuation in waiters.append((count, continuation)) }
-        timer.cancel()
-        return pushes
-    }
-}
-
-/// An in-memory store whose backlog page reads fail.
-final class FailingBacklogStore: GatewayStore {
-    let inner = InMemoryGatewayStore()
-    func addKey(_ key: ProviderKeyRecord) throws(GatewayStoreError) { try inner.addKey(key) }
-    func key(id: String) throws(GatewayStoreError) -> ProviderKeyRecord? { inner.key(id: id) }
-    func keys() throws(GatewayStoreError) -> [ProviderKeyRecord] { inner.keys() }
-    func registerApp(_ app: GatewayAppRecord) throws(GatewayStoreError) { try inner.registerApp(app) }
-    func app(bundleID: String) throws(GatewayStoreError) -> GatewayAppRecord? { inner.app(bundleID: bundleID) }
-    func apps() throws(GatewayStoreError) -> [GatewayAppRecord] { inner.apps() }
-    func registerDevice(_ device: GatewayDeviceRecord) throws(GatewayStoreError) { inner.registerDevice(device) }
-    func device(id: String) throws(GatewayStoreError) -> GatewayDeviceRecord? { inner.device(id: id) }
-    func addToken(_ token: DeviceTokenRecord) throws(GatewayStoreError) { try inner.addToken(token) }
-    func token(_ token: String) throws(GatewayStoreError) -> DeviceTokenRecord? { inner.token(token) }
-    func activeToken(deviceID: String, bundleID: String, environment: APNsEnvironment) throws(GatewayStoreError) -> DeviceTokenRecord? {
-        inner.activeToken(deviceID: deviceID, bundleID: bundleID, environment: environment)
-    }
-    func unregisterTokens(deviceID: String, bundleID: String, at: EpochMilliseconds) throws(GatewayStoreError) -> [DeviceTokenRecord] {
-        inner.unregisterTokens(deviceID: deviceID, bundleID: bundleID, at: at)
-    }
-    func commit(pushes: [NewPush], acknowledged: [Int64], at: EpochMilliseconds) throws(GatewayStoreError) -> [StoredPush] {
-        inner.commit(pushes: pushes, acknowledged: acknowledged, at: at)
-    }
-    func prepareBacklog(deviceID: String, now: EpochMilliseconds) throws(GatewayStoreError) -> Int { inner.prepareBacklog(deviceID: deviceID, now: now) }
-    func pendingPushes(deviceID: String, after: Int64, limit: Int) throws(GatewayStoreError) -> [StoredPush] {
-        throw .backend("disk unreadable")
-    }
-    func status(apnsID: String) throws(GatewayStoreError) -> [PushStatus] { inner.status(apnsID: apnsID) }
-    func recordEvent(_ event: DeliveryEvent, apnsID: String, deviceID: String, at: EpochMilliseconds) throws(GatewayStoreError) -> Bool {
-        inner.recordEvent(event, apnsID: apnsID, deviceID: deviceID, at: at)
-    }
-    func expirePushes(now: EpochMilliseconds, limit: Int) throws(GatewayStoreError) -> Int { inner.expirePushes(now: now, limit: limit) }
-    func prunePushes(finishedBefore cutoff: EpochMilliseconds, limit: Int) throws(GatewayStoreError) -> Int {
-        inner.prunePushes(finishedBefore: cutoff, limit: limit)
     }
 }

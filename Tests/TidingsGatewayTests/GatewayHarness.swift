@@ -117,28 +117,41 @@ actor PushCollector {
     private(set) var finished = false
     private var waiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
     private var task: Task<Void, Never>?
+    private let connection: DeviceConnection
+    private var acknowledging: Bool
 
-    /// Starts reading `connection.pushes`.
+    private init(_ connection: DeviceConnection, acknowledging: Bool) {
+        self.connection = connection
+        self.acknowledging = acknowledging
+    }
+
+    /// Starts reading `connection.pushes`, acknowledging each push as it arrives unless
+    /// `acknowledge` is false (then until `startAcknowledging()`).
     static func start(_ connection: DeviceConnection, acknowledge: Bool = true) async -> PushCollector {
-        let collector = PushCollector()
-        await collector.run(connection, acknowledge: acknowledge)
+        let collector = PushCollector(connection, acknowledging: acknowledge)
+        await collector.run()
         return collector
     }
 
-    private func run(_ connection: DeviceConnection, acknowledge: Bool) {
+    private func run() {
         task = Task {
             do {
-                for try await push in connection.pushes {
-                    if acknowledge { connection.acknowledge(push) }
-                    self.append(push)
-                }
+                for try await push in connection.pushes { self.append(push) }
             } catch {}
             self.finish()
         }
     }
 
+    /// Acknowledges the pushes received so far and every later one.
+    func startAcknowledging() {
+        guard !acknowledging else { return }
+        acknowledging = true
+        for p in pushes { connection.acknowledge(p) }
+    }
+
     private func append(_ push: DevicePush) {
         pushes.append(push)
+        if acknowledging { connection.acknowledge(push) }
         resumeReady()
     }
 

@@ -213,7 +213,7 @@ struct ProviderAPITests {
     }
 
     @Test func storeFailureIsInternalServerError() async throws {
-        let h = try await GatewayHarness.start { c in c.storage = .custom(FailingCommitStore()) }
+        let h = try await GatewayHarness.start { c in c.storage = .custom(FaultyGatewayStore(failing: .commit)) }
         let device = try await h.device()
         let token = try await device.requestToken(topic: GatewayHarness.bundleID, environment: .development).hex
         let c = try await h.connect()
@@ -308,9 +308,15 @@ struct ProviderAPITests {
     }
 }
 
-/// A store whose commits fail: the 500 path.
-final class FailingCommitStore: GatewayStore {
+/// An in-memory store with one operation that fails: the error paths (a commit: `500`; a
+/// backlog page read: the device connection closes with an error).
+final class FaultyGatewayStore: GatewayStore {
+    enum Operation: Sendable { case commit, backlogPages }
     let inner = InMemoryGatewayStore()
+    let failing: Operation
+
+    init(failing: Operation) { self.failing = failing }
+
     func addKey(_ key: ProviderKeyRecord) throws(GatewayStoreError) { try inner.addKey(key) }
     func key(id: String) throws(GatewayStoreError) -> ProviderKeyRecord? { inner.key(id: id) }
     func keys() throws(GatewayStoreError) -> [ProviderKeyRecord] { inner.keys() }
@@ -328,11 +334,13 @@ final class FailingCommitStore: GatewayStore {
         inner.unregisterTokens(deviceID: deviceID, bundleID: bundleID, at: at)
     }
     func commit(pushes: [NewPush], acknowledged: [Int64], at: EpochMilliseconds) throws(GatewayStoreError) -> [StoredPush] {
-        throw .backend("disk full")
+        if failing == .commit { throw .backend("disk full") }
+        return inner.commit(pushes: pushes, acknowledged: acknowledged, at: at)
     }
     func prepareBacklog(deviceID: String, now: EpochMilliseconds) throws(GatewayStoreError) -> Int { inner.prepareBacklog(deviceID: deviceID, now: now) }
     func pendingPushes(deviceID: String, after: Int64, limit: Int) throws(GatewayStoreError) -> [StoredPush] {
-        inner.pendingPushes(deviceID: deviceID, after: after, limit: limit)
+        if failing == .backlogPages { throw .backend("disk unreadable") }
+        return inner.pendingPushes(deviceID: deviceID, after: after, limit: limit)
     }
     func status(apnsID: String) throws(GatewayStoreError) -> [PushStatus] { inner.status(apnsID: apnsID) }
     func recordEvent(_ event: DeliveryEvent, apnsID: String, deviceID: String, at: EpochMilliseconds) throws(GatewayStoreError) -> Bool {
