@@ -73,6 +73,10 @@ public struct GatewayConfiguration: Sendable {
     public var providerRequestTimeout: Duration = .seconds(10)
     /// How often each provider connection looks for such requests.
     public var providerIdleCheckInterval: TimeAmount = .seconds(1)
+    /// Pushes waiting for the next commit, at most: beyond it a request is answered `503
+    /// ServiceUnavailable` (the store cannot keep up; clients retry later) instead of the
+    /// queue, and the gateway's memory, growing without bound.
+    public var maximumQueuedPushes: Int = 100_000
     /// How long graceful shutdown waits for in-flight streams after GOAWAY.
     public var drainTimeout: Duration = .seconds(10)
     /// A reconnecting device's backlog is read and sent in pages of this many pushes, in

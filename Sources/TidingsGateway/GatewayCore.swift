@@ -33,7 +33,8 @@ final class GatewayCore: Sendable {
         let hub = DeviceHub(metrics: metrics)
         self.hub = hub
         self.rateLimiter = DeviceRateLimiter(perSecond: configuration.deviceRateLimitPerSecond, burst: configuration.deviceRateLimitBurst)
-        self.committer = PushCommitter(store: store, clock: configuration.clock, logger: configuration.logger, metrics: metrics) { stored in
+        self.committer = PushCommitter(store: store, clock: configuration.clock, logger: configuration.logger, metrics: metrics,
+                                       maximumQueued: configuration.maximumQueuedPushes) { stored in
             hub.deliver(stored)
         }
     }

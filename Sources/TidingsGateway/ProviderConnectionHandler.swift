@@ -362,12 +362,19 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
                            collapseID: head.collapseID?.rawValue, expiresAt: core.expiresAt(head.expiration, now: now),
                            payload: payload, acceptedAt: now)
         let apnsID = push.apnsID
-        let submitted = sink.map { core.committer.submit(PushCommitter.Request(push: push, sink: $0, streamID: streamID)) } ?? false
-        if !submitted {
+        let submission = sink.map { core.committer.submit(PushCommitter.Request(push: push, sink: $0, streamID: streamID)) } ?? .stopping
+        switch submission {
+        case .queued:
+            break
+        case .stopping:
             inFlight -= 1
             respond(streamID, apnsID: apnsID, error: APNsError(.shutdown))
             closeIfDrained()
-        } else if logsTrace {
+            return
+        case .full:
+            return fail(streamID, head: head, error: APNsError(.serviceUnavailable))
+        }
+        if logsTrace {
             logger.trace("push accepted", metadata: ["push.apns_id": "\(apnsID)", "push.topic": "\(head.topic)", "push.token": "\(head.deviceToken.redacted)"])
         }
     }

@@ -39,9 +39,12 @@ final class PushCommitter: Sendable {
     private let metrics: GatewayMetrics
     /// Called on the writer thread after each commit with the stored pushes, in order.
     private let onCommitted: @Sendable ([StoredPush]) -> Void
+    /// Requests waiting for the next transaction, at most.
+    private let maximumQueued: Int
 
-    init(store: any GatewayStore, clock: any WallClock, logger: Logger, metrics: GatewayMetrics,
+    init(store: any GatewayStore, clock: any WallClock, logger: Logger, metrics: GatewayMetrics, maximumQueued: Int = .max,
          onCommitted: @escaping @Sendable ([StoredPush]) -> Void) {
+        self.maximumQueued = max(1, maximumQueued)
         self.store = store
         self.clock = clock
         self.logger = logger
@@ -55,17 +58,25 @@ final class PushCommitter: Sendable {
         thread.start()
     }
 
-    /// Queues a push; returns false once the committer is stopping.
-    func submit(_ request: Request) -> Bool {
-        let signal: Bool? = state.withLock { s in
-            if s.stopping { return nil }
+    enum Submission {
+        case queued
+        /// The committer is stopping (`503 Shutdown`).
+        case stopping
+        /// `maximumQueued` requests already wait for the next transaction (`503 ServiceUnavailable`).
+        case full
+    }
+
+    /// Queues a push for the next transaction.
+    func submit(_ request: Request) -> Submission {
+        let (submission, signal): (Submission, Bool) = state.withLock { s in
+            if s.stopping { return (.stopping, false) }
+            if s.requests.count >= maximumQueued { return (.full, false) }
             s.requests.append(request)
-            if s.writerIdle { s.writerIdle = false; return true }
-            return false
+            if s.writerIdle { s.writerIdle = false; return (.queued, true) }
+            return (.queued, false)
         }
-        guard let signal else { return false }
         if signal { wake.signal() }
-        return true
+        return submission
     }
 
     /// Queues acknowledgements for the next transaction.

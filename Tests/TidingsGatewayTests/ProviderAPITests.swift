@@ -232,20 +232,62 @@ struct ProviderAPITests {
         let token = try await device.requestToken(topic: GatewayHarness.bundleID, environment: .development).hex
         let c = try await h.connect()
         let auth = try h.bearer()
+        // A first request authenticates the connection, which lifts its stream limit from 1:
+        // otherwise the request after the stalled one would wait for its stream.
+        #expect(try await c.send(h.request(token: token, authorization: auth)).status == 200)
         // Headers, and then nothing: the body never comes, the stream never ends.
         var stalled = h.request(token: token, authorization: auth, extra: [("apns-id", "8E1C2D4A-0B3F-4C5D-9E6F-7A8B9C0D1E2F")])
         stalled.endsStream = false
-        async let answer = c.send(stalled)
-        // A request sent after it on the same connection completes: the gateway has read the
-        // stalled stream's headers by then, and the clock has not moved, so it is still open.
+        let answer = Task { try await c.send(stalled) }
+        // The connection goes on meanwhile.
         #expect(try await c.send(h.request(token: token, authorization: auth)).status == 200)
-        h.clock.advance(by: 10)
-        let response = try await answer
+        // Time passes on the test clock until the stalled request is answered: whenever its
+        // headers reached the gateway, a later step puts them past the 10 s.
+        let ticker = Task {
+            while !Task.isCancelled {
+                h.clock.advance(by: 11)
+                try? await Task.sleep(for: .milliseconds(10))
+            }
+        }
+        let response = try await answer.value
+        ticker.cancel()
         expectError(response, .idleTimeout)
         #expect(response.apnsID == "8E1C2D4A-0B3F-4C5D-9E6F-7A8B9C0D1E2F")
         // The connection goes on; only the completed request was stored.
         #expect(try await c.send(h.request(token: token, authorization: auth)).status == 200)
-        #expect(try h.gateway.store.pendingPushes(deviceID: device.deviceID, after: 0, limit: 10).count == 2)
+        #expect(try h.gateway.store.pendingPushes(deviceID: device.deviceID, after: 0, limit: 10).count == 3)
+        await c.close()
+        await device.close()
+        await h.stop()
+    }
+
+    @Test(.timeLimit(.minutes(1))) func aFullCommitQueueIsServiceUnavailable() async throws {
+        let store = FaultyGatewayStore(holdingCommits: true)
+        let h = try await GatewayHarness.start { c in
+            c.storage = .custom(store)
+            c.maximumQueuedPushes = 2
+        }
+        let device = try await h.device()
+        let token = try await device.requestToken(topic: GatewayHarness.bundleID, environment: .development).hex
+        let c = try await h.connect()
+        let auth = try h.bearer()
+        // The first push is in a commit that cannot finish; two more wait for the next one.
+        async let first = c.send(h.request(token: token, authorization: auth))
+        #expect(await store.waitForCommit())
+        // Three more: whichever arrives third finds the queue full and is refused at once (the
+        // other two cannot complete while the commit is held, so it is the first answer).
+        let (refused, later) = try await withThrowingTaskGroup(of: APNsResponse.self) { group in
+            for _ in 0..<3 { group.addTask { try await c.send(h.request(token: token, authorization: auth)) } }
+            let refused = try await group.next()!
+            store.releaseCommits()
+            var later: [APNsResponse] = []
+            for try await response in group { later.append(response) }
+            return (refused, later)
+        }
+        expectError(refused, .serviceUnavailable)
+        #expect(later.map(\.status) == [200, 200])
+        #expect(try await first.status == 200)
+        #expect(try store.pendingPushes(deviceID: device.deviceID, after: 0, limit: 10).count == 3)
         await c.close()
         await device.close()
         await h.stop()
@@ -309,13 +351,28 @@ struct ProviderAPITests {
 }
 
 /// An in-memory store with one operation that fails: the error paths (a commit: `500`; a
-/// backlog page read: the device connection closes with an error).
+/// backlog page read: the device connection closes with an error). With `holdingCommits`, each
+/// commit signals `commitEntered` and waits until `releaseCommits()` (a store that cannot keep up).
 final class FaultyGatewayStore: GatewayStore {
     enum Operation: Sendable { case commit, backlogPages }
     let inner = InMemoryGatewayStore()
-    let failing: Operation
+    let failing: Operation?
+    private let commitGate: DispatchSemaphore?
+    let commitEntered = DispatchSemaphore(value: 0)
 
-    init(failing: Operation) { self.failing = failing }
+    init(failing: Operation? = nil, holdingCommits: Bool = false) {
+        self.failing = failing
+        self.commitGate = holdingCommits ? DispatchSemaphore(value: 0) : nil
+    }
+
+    /// Lets held commits (and every later one) through.
+    func releaseCommits() { commitGate?.signal() }
+
+    /// Waits (off the caller's thread, at most 10 s of real time) until a commit has begun.
+    func waitForCommit() async -> Bool {
+        let entered = commitEntered
+        return await Task.detached { entered.wait(timeout: .now() + 10) == .success }.value
+    }
 
     func addKey(_ key: ProviderKeyRecord) throws(GatewayStoreError) { try inner.addKey(key) }
     func key(id: String) throws(GatewayStoreError) -> ProviderKeyRecord? { inner.key(id: id) }
@@ -335,6 +392,11 @@ final class FaultyGatewayStore: GatewayStore {
     }
     func commit(pushes: [NewPush], acknowledged: [Int64], at: EpochMilliseconds) throws(GatewayStoreError) -> [StoredPush] {
         if failing == .commit { throw .backend("disk full") }
+        if let commitGate, !pushes.isEmpty {
+            commitEntered.signal()
+            commitGate.wait()
+            commitGate.signal()
+        }
         return inner.commit(pushes: pushes, acknowledged: acknowledged, at: at)
     }
     func prepareBacklog(deviceID: String, now: EpochMilliseconds) throws(GatewayStoreError) -> Int { inner.prepareBacklog(deviceID: deviceID, now: now) }
