@@ -602,21 +602,18 @@ public final class SQLiteGatewayStore: GatewayStore {
         // up to `limit` expired open pushes from there. The write re-checks each.
         let (watermarks, candidates): ([(Int64, Int64)], [Int64]) = try read { db in
             var moved: [(Int64, Int64)] = []
-            for row in try Row.fetchAll(db, sql: "SELECT device_no, open_from FROM gw_devices") {
-                let device: Int64 = row[0], watermark: Int64 = row[1]
-                let start = try Self.openStart(deviceNo: device, from: watermark, db: db)
-                if start > watermark { moved.append((device, start)) }
-            }
             var candidates: [Int64] = []
             let open = try db.cachedStatement(sql: """
                 SELECT seq FROM gw_pushes INDEXED BY gw_pushes_device
                 WHERE device_no = ? AND seq >= ? AND delivered_at IS NULL AND discarded_at IS NULL AND expires_at <= ? LIMIT ?
                 """)
-            let starts = Dictionary(moved, uniquingKeysWith: { $1 })
-            for row in try Row.fetchAll(db, sql: "SELECT device_no, open_from FROM gw_devices") where candidates.count < limit {
-                let device: Int64 = row[0]
-                let start = starts[device] ?? row[1]
-                candidates += try Int64.fetchAll(open, arguments: [device, start, now, limit - candidates.count])
+            for row in try Row.fetchAll(db, sql: "SELECT device_no, open_from FROM gw_devices") {
+                let device: Int64 = row[0], watermark: Int64 = row[1]
+                let start = try Self.openStart(deviceNo: device, from: watermark, db: db)
+                if start > watermark { moved.append((device, start)) }
+                if candidates.count < limit {
+                    candidates += try Int64.fetchAll(open, arguments: [device, start, now, limit - candidates.count])
+                }
             }
             return (moved, candidates)
         }
