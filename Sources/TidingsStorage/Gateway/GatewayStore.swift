@@ -66,33 +66,3 @@ public protocol GatewayStore: Sendable {
     @discardableResult
     func prunePushes(finishedBefore cutoff: EpochMilliseconds, limit: Int) throws(GatewayStoreError) -> Int
 }
-
-extension GatewayStore {
-    /// The policy-filtered choice among a device's undelivered pushes: shared by backends.
-    /// Returns (keep, discard) given undelivered, unexpired pushes in sequence order.
-    public static func applyStoragePolicy(_ pushes: [StoredPush], policy: (String) -> StoragePolicy) -> (keep: [StoredPush], discard: [StoredPush]) {
-        var latestPerToken: [String: Int64] = [:]
-        var latestPerCollapse: [String: Int64] = [:]
-        for p in pushes {
-            switch policy(p.push.bundleID) {
-            case .all:
-                if let c = p.push.collapseID { latestPerCollapse[p.push.token + "\u{0}" + c] = p.sequence }
-            default:
-                latestPerToken[p.push.token] = p.sequence
-            }
-        }
-        var keep: [StoredPush] = []
-        var discard: [StoredPush] = []
-        for p in pushes {
-            let kept: Bool
-            switch policy(p.push.bundleID) {
-            case .all:
-                if let c = p.push.collapseID { kept = latestPerCollapse[p.push.token + "\u{0}" + c] == p.sequence } else { kept = true }
-            default:
-                kept = latestPerToken[p.push.token] == p.sequence
-            }
-            if kept { keep.append(p) } else { discard.append(p) }
-        }
-        return (keep, discard)
-    }
-}

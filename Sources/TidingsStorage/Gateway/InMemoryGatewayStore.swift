@@ -136,7 +136,7 @@ public final class InMemoryGatewayStore: GatewayStore {
                 }
             }
             let apps = s.apps
-            let (_, discard) = InMemoryGatewayStore.applyStoragePolicy(live) { apps[$0]?.storagePolicy ?? .apns }
+            let discard = Self.coalesced(live) { apps[$0]?.storagePolicy ?? .apns }
             for p in discard {
                 s.pushes[p.sequence]!.discardedAt = now
                 s.pushes[p.sequence]!.discardReason = .coalesced
@@ -144,6 +144,21 @@ public final class InMemoryGatewayStore: GatewayStore {
             }
             return discarded + discard.count
         }
+    }
+
+    /// What the storage policy removes from a device's open, unexpired pushes (in sequence
+    /// order): `apns` keeps the latest per token, `all` the latest per token and collapse id
+    /// (pushes without one all stay). The SQLite store decides the same in SQL.
+    private static func coalesced(_ pushes: [StoredPush], policy: (String) -> StoragePolicy) -> [StoredPush] {
+        func key(_ p: StoredPush) -> String? {
+            switch policy(p.push.bundleID) {
+            case .all: p.push.collapseID.map { p.push.token + "\u{0}" + $0 }
+            default: p.push.token
+            }
+        }
+        var latest: [String: Int64] = [:]
+        for p in pushes { if let k = key(p) { latest[k] = p.sequence } }
+        return pushes.filter { p in key(p).map { latest[$0] != p.sequence } ?? false }
     }
 
     public func pendingPushes(deviceID: String, after: Int64, limit: Int) -> [StoredPush] {
