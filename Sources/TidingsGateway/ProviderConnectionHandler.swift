@@ -361,21 +361,17 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
                            topic: head.topic.rawValue, pushType: head.pushType.rawValue, priority: head.priority.rawValue,
                            collapseID: head.collapseID?.rawValue, expiresAt: core.expiresAt(head.expiration, now: now),
                            payload: payload, acceptedAt: now)
-        let apnsID = push.apnsID
-        let submission = sink.map { core.committer.submit(PushCommitter.Request(push: push, sink: $0, streamID: streamID)) } ?? .stopping
-        switch submission {
+        switch sink.map({ core.committer.submit(PushCommitter.Request(push: push, sink: $0, streamID: streamID)) }) ?? .stopping {
         case .queued:
-            break
+            if logsTrace {
+                logger.trace("push accepted", metadata: ["push.apns_id": "\(head.apnsID)", "push.topic": "\(head.topic)",
+                                                         "push.token": "\(head.deviceToken.redacted)"])
+            }
         case .stopping:
-            inFlight -= 1
-            respond(streamID, apnsID: apnsID, error: APNsError(.shutdown))
+            fail(streamID, head: head, error: APNsError(.shutdown))
             closeIfDrained()
-            return
         case .full:
-            return fail(streamID, head: head, error: APNsError(.serviceUnavailable))
-        }
-        if logsTrace {
-            logger.trace("push accepted", metadata: ["push.apns_id": "\(apnsID)", "push.topic": "\(head.topic)", "push.token": "\(head.deviceToken.redacted)"])
+            fail(streamID, head: head, error: APNsError(.serviceUnavailable))
         }
     }
 
