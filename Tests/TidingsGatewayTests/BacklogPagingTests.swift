@@ -129,14 +129,7 @@ struct BacklogPagingTests {
     /// collapse id (all) lies in the last page; the earlier ones are not sent.
     @Test func storagePolicyAcrossPages() async throws {
         let h = try await GatewayHarness.start(store: .sqlite) { $0.deviceBacklogPageSize = 2 }
-        let now = EpochMilliseconds(h.clock.now.timeIntervalSince1970 * 1000)
-        try await h.gateway.register(app: GatewayAppRecord(bundleID: "com.example.latest", teamID: GatewayHarness.teamID,
-                                                           storagePolicy: .apns, createdAt: now))
-        let key = P256.Signing.PrivateKey()
-        var device = try await h.device(key: key)
-        let allToken = try await device.requestToken(topic: GatewayHarness.bundleID, environment: .development).hex
-        let latestToken = try await device.requestToken(topic: "com.example.latest", environment: .development).hex
-        await device.close()
+        let (key, allToken, latestToken) = try await h.offlineDeviceWithBothPolicies()
         let c = try await h.connect()
         let auth = try h.bearer()
         var latest: [String] = [], scores: [String] = [], plain: [String] = []
@@ -145,7 +138,7 @@ struct BacklogPagingTests {
             scores += try await Self.send(h, c, auth: auth, token: allToken, count: 1, tag: "s\(i)") { _ in [("apns-collapse-id", "score")] }
             plain += try await Self.send(h, c, auth: auth, token: allToken, count: 1, tag: "p\(i)")
         }
-        device = try await h.device(key: key)
+        let device = try await h.device(key: key)
         let collector = await PushCollector.start(device)
         let got = await collector.wait(for: 7)
         // In sequence order: p0…p3, then l4, s4, p4 (the last round).

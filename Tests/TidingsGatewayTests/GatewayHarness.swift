@@ -100,6 +100,20 @@ final class GatewayHarness: Sendable {
                                                                      trustRootPaths: [certificatePath]))
     }
 
+    /// A device with a token for the harness's app (`all`) and one for `com.example.latest`
+    /// (registered here with `apns`), then offline: storage-policy tests.
+    func offlineDeviceWithBothPolicies() async throws -> (key: P256.Signing.PrivateKey, allToken: String, latestToken: String) {
+        let now = EpochMilliseconds(clock.now.timeIntervalSince1970 * 1000)
+        try await gateway.register(app: GatewayAppRecord(bundleID: "com.example.latest", teamID: GatewayHarness.teamID,
+                                                         storagePolicy: .apns, createdAt: now))
+        let key = P256.Signing.PrivateKey()
+        let device = try await device(key: key)
+        let allToken = try await device.requestToken(topic: GatewayHarness.bundleID, environment: .development).hex
+        let latestToken = try await device.requestToken(topic: "com.example.latest", environment: .development).hex
+        await device.close()
+        return (key, allToken, latestToken)
+    }
+
     func request(token: String, topic: String? = GatewayHarness.bundleID, pushType: String? = "alert",
                  authorization: String?, extra: [(String, String)] = [], body: String = #"{"aps":{"alert":"Hello"}}"#) -> APNsRequest {
         var headers: [(name: String, value: String)] = []

@@ -99,13 +99,7 @@ struct StoreAndForwardTests {
 
     @Test func offlineDeviceGetsStoredPushesOnReconnectWithPolicies() async throws {
         let h = try await GatewayHarness.start(store: .sqlite)
-        let now = EpochMilliseconds(h.clock.now.timeIntervalSince1970 * 1000)
-        try await h.gateway.register(app: GatewayAppRecord(bundleID: "com.example.latest", teamID: GatewayHarness.teamID, storagePolicy: .apns, createdAt: now))
-        let key = P256.Signing.PrivateKey()
-        var device = try await h.device(key: key)
-        let allToken = try await device.requestToken(topic: GatewayHarness.bundleID, environment: .development).hex
-        let latestToken = try await device.requestToken(topic: "com.example.latest", environment: .development).hex
-        await device.close()
+        let (key, allToken, latestToken) = try await h.offlineDeviceWithBothPolicies()
 
         let c = try await h.connect()
         let auth = try h.bearer()
@@ -123,7 +117,7 @@ struct StoreAndForwardTests {
         let l2 = try await push(latestToken, "com.example.latest", #"{"n":7}"#)
         h.clock.advance(by: 120)
 
-        device = try await h.device(key: key)
+        let device = try await h.device(key: key)
         let collector = await PushCollector.start(device)
         let got = await collector.wait(for: 3)
         // all: a1 coalesced into a3 by collapse id; expiration 0 never stored; the 60 s push expired.
