@@ -14,6 +14,14 @@ import TidingsDevice
 
 func nowMs() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
 
+/// This process's CPU time so far (user + system, all threads), in seconds.
+func cpuSeconds() -> Double {
+    var usage = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    func seconds(_ t: timeval) -> Double { Double(t.tv_sec) + Double(t.tv_usec) / 1e6 }
+    return seconds(usage.ru_utime) + seconds(usage.ru_stime)
+}
+
 /// Receives and acknowledges `count` pushes: latencies (accept → receipt, ms), when the first
 /// arrived, duplicates. Off the main actor: top-level code is main-actor isolated, and hopping
 /// to it for every push cost the device a task switch per push.
@@ -57,7 +65,7 @@ case "device":
     let elapsed = Double(nowMs() - (first ?? nowMs())) / 1000
     latencies.sort()
     func pct(_ p: Double) -> Int64 { latencies.isEmpty ? 0 : latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))] }
-    print("RECEIVED \(latencies.count) in \(String(format: "%.2f", elapsed)) s = \(String(format: "%.0f", Double(latencies.count) / max(elapsed, 0.001))) pushes/s; latency ms p50 \(pct(0.5)) p99 \(pct(0.99)) max \(latencies.last ?? 0); duplicates \(duplicates)")
+    print("RECEIVED \(latencies.count) in \(String(format: "%.2f", elapsed)) s = \(String(format: "%.0f", Double(latencies.count) / max(elapsed, 0.001))) pushes/s; latency ms p50 \(pct(0.5)) p99 \(pct(0.99)) max \(latencies.last ?? 0); duplicates \(duplicates); device CPU \(String(format: "%.1f", cpuSeconds() * 1e6 / Double(max(latencies.count, 1)))) µs per push")
     await connection.close()
 
 case "idle":
