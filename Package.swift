@@ -283,7 +283,10 @@ let package = Package(
         ),
         .testTarget(
             name: "TidingsGatewayTests",
-            dependencies: ["TidingsTestSupport", "TidingsGateway", "TidingsDevice", "TidingsTesting"],
+            dependencies: ["TidingsTestSupport", "TidingsGateway", "TidingsDevice", "TidingsTesting",
+                           .product(name: "NIOEmbedded", package: "swift-nio"),
+                           .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                           .product(name: "NIOHPACK", package: "swift-nio-http2")],
             swiftSettings: swiftSettings
         ),
         .testTarget(

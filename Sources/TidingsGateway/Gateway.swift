@@ -54,6 +54,9 @@ public final class Gateway: Service, Sendable {
 
     private let runState = Mutex(RunState())
 
+    /// The provider connections' `SETTINGS_MAX_FRAME_SIZE` (HTTP/2's default).
+    static let providerMaximumFrameSize = 16384
+
     init(configuration: GatewayConfiguration) throws {
         self.configuration = configuration
         try FileManager.default.createDirectory(at: configuration.dataDirectory, withIntermediateDirectories: true)
@@ -199,7 +202,7 @@ public final class Gateway: Service, Sendable {
             HTTP2Setting(parameter: .headerTableSize, value: 4096),
             HTTP2Setting(parameter: .maxConcurrentStreams, value: configuration.unauthenticatedStreamLimit),
             HTTP2Setting(parameter: .initialWindowSize, value: 65535),
-            HTTP2Setting(parameter: .maxFrameSize, value: 16384),
+            HTTP2Setting(parameter: .maxFrameSize, value: Self.providerMaximumFrameSize),
             HTTP2Setting(parameter: .maxHeaderListSize, value: 8000),
         ]
         settings = settings.filter { _ in true }
@@ -216,11 +219,14 @@ public final class Gateway: Service, Sendable {
                     if useTLS { try sync.addHandler(NIOSSLServerHandler(context: providerContext)) }
                     // The frames of one flush (a commit batch's responses) as one buffer: one TLS record.
                     try sync.addHandler(OutboundCoalescingHandler())
+                    // A provider token sent again reaches NIOHPACK as plain text, not Huffman-coded.
+                    let repeatedAuthorization = RepeatedAuthorizationHandler(maximumFrameSize: Self.providerMaximumFrameSize)
+                    try sync.addHandler(repeatedAuthorization)
                     // Header blocks and content lengths are validated by ProviderConnectionHandler
                     // in its own pass (HTTP2HeaderBlockRules, the same rules and the same RST_STREAM).
                     try sync.addHandler(NIOHTTP2Handler(mode: .server, initialSettings: initialSettings,
                                                         headerBlockValidation: .disabled, contentLengthValidation: .disabled))
-                    try sync.addHandler(ProviderConnectionHandler(core: core))
+                    try sync.addHandler(ProviderConnectionHandler(core: core, repeatedAuthorization: repeatedAuthorization))
                 }
             }
             .bind(host: configuration.providerHost, port: configuration.providerPort).get()

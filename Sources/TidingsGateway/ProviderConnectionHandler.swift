@@ -86,8 +86,13 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
     /// Huffman-encoding it again (their unique values stay unindexed).
     private var apnsIDNameIndexed = false
 
-    init(core: GatewayCore) {
+    /// The handler in front of NIOHTTP2 that hands a repeated provider token over as plain
+    /// text once it has learned it from a decoded request (none in unit tests).
+    private let repeatedAuthorization: RepeatedAuthorizationHandler?
+
+    init(core: GatewayCore, repeatedAuthorization: RepeatedAuthorizationHandler? = nil) {
         self.core = core
+        self.repeatedAuthorization = repeatedAuthorization
         self.auth = ProviderAuthenticationStateMachine(configuration: .init(environment: core.configuration.environment))
         self.logger = core.logger
         logger[metadataKey: "channel"] = "provider"
@@ -191,6 +196,7 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
                 fields.add(name: field.name, value: field.value)
             }
             guard rules.finish() else { return resetMalformed(frame.streamID, context: context) }
+            repeatedAuthorization?.learn(from: headers.headers, streamID: frame.streamID)
             if frame.streamID > highestStreamID { highestStreamID = frame.streamID }
             streams[frame.streamID] = StreamState(head: fields.validate(), contentLength: rules.contentLength,
                                                   openedAt: core.clock.nowMilliseconds())

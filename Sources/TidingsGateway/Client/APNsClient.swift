@@ -210,7 +210,11 @@ final class APNsClientHandler: ChannelInboundHandler {
             let id = nextStreamID
             nextStreamID = HTTP2StreamID(Int(id) + 2)
             var headers: HPACKHeaders = [":method": request.method, ":scheme": scheme, ":path": request.path, ":authority": authority]
-            for (name, value) in request.headers { headers.add(name: name, value: value) }
+            for (name, value) in request.headers {
+                // The provider token is sensitive (RFC 7541 § 7.1.3): never put in the HPACK
+                // dynamic table, as nghttp2 (curl) and Python's h2 (httpx, aioapns) send it.
+                headers.add(name: name, value: value, indexing: name == "authorization" ? .neverIndexed : .indexable)
+            }
             open[id] = Open(promise: promise)
             let endStream = request.body.isEmpty && request.endsStream
             context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers, endStream: endStream)))), promise: nil)
