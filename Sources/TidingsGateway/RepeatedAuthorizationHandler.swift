@@ -39,8 +39,11 @@ final class RepeatedAuthorizationHandler: ChannelInboundHandler, RemovableChanne
 
     /// The client connection preface (RFC 9113 § 3.4) still to pass before the first frame.
     private var prefaceRemaining = 24
-    /// The start of a frame that has not fully arrived.
+    /// The start of a HEADERS frame (or of a frame header) that has not fully arrived. Other
+    /// frames are never held: what has come of them is passed on, and the rest skipped when
+    /// it comes (`remainderToSkip`), so a DATA frame's bytes are not copied here.
     private var carry: ByteBuffer?
+    private var remainderToSkip = 0
     /// Something was not understood: everything from here on passes through.
     private var passThrough = false
     /// Inside a header block continued by CONTINUATION frames.
@@ -85,7 +88,7 @@ final class RepeatedAuthorizationHandler: ChannelInboundHandler, RemovableChanne
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var input = unwrapInboundIn(data)
         if passThrough { return context.fireChannelRead(data) }
-        if var held = carry {
+        if var held = carry {  // the start of a HEADERS frame (small): the read completes it
             carry = nil
             held.writeBuffer(&input)
             input = held
@@ -96,49 +99,64 @@ final class RepeatedAuthorizationHandler: ChannelInboundHandler, RemovableChanne
             if let preface = input.readSlice(length: n) { context.fireChannelRead(wrapInboundOut(preface)) }
             if prefaceRemaining > 0 { return }
         }
+        let end = input.writerIndex
+        var frameStart = input.readerIndex
+        // The rest of a frame passed on in an earlier read.
+        let skipped = min(remainderToSkip, end - frameStart)
+        remainderToSkip -= skipped
+        frameStart += skipped
         var output: ByteBuffer?
         var emitted = input.readerIndex  // input[emitted..<frameStart] is still to be passed on
-        var frameStart = input.readerIndex
-        let end = input.writerIndex
         while end - frameStart >= 9 {
             let length = Int(input.getInteger(at: frameStart, as: UInt32.self)! >> 8)
             guard length <= maximumFrameSize else { passThrough = true; break }
             let frameEnd = frameStart + 9 + length
-            guard frameEnd <= end else { break }
             let type = input.getInteger(at: frameStart + 3, as: UInt8.self)!
+            if type != 0x1 {
+                if type == 0x9 {
+                    // CONTINUATION: ends a continued block, or (outside one) NIOHTTP2 refuses it.
+                    guard continuing else { passThrough = true; break }
+                    if input.getInteger(at: frameStart + 4, as: UInt8.self)! & 0x4 != 0 { continuing = false }
+                }
+                // Not rewritten: passed on as it comes, even when only its start is here.
+                if frameEnd > end { remainderToSkip = frameEnd - end; frameStart = end; break }
+                frameStart = frameEnd
+                continue
+            }
+            guard frameEnd <= end else { break }  // HEADERS: held until complete
             let flags = input.getInteger(at: frameStart + 4, as: UInt8.self)!
             let streamID = input.getInteger(at: frameStart + 5, as: UInt32.self)! & 0x7FFF_FFFF
-            if continuing {
-                if type == 0x9, flags & 0x4 != 0 { continuing = false }
-            } else if type == 0x1 {
-                if flags & 0x4 == 0 { continuing = true }
-                let opensStream = streamID > highestStreamID
-                if opensStream { highestStreamID = streamID }
-                let blockStart = frameStart + 9 + (flags & 0x20 != 0 ? 5 : 0)
-                if !continuing, flags & 0x8 == 0, blockStart <= frameEnd {  // complete, not padded
-                    switch rewrite(input, block: blockStart..<frameEnd, streamID: streamID, opensStream: opensStream) {
-                    case .unchanged:
-                        break
-                    case .malformed:
-                        passThrough = true
-                    case .rewritten(let block):
-                        let newLength = blockStart - frameStart - 9 + block.count
-                        if newLength <= maximumFrameSize {
-                            if output == nil { output = context.channel.allocator.buffer(capacity: end - input.readerIndex + 512) }
-                            var kept = input.getSlice(at: emitted, length: blockStart - emitted)!
-                            let headerAt = output!.writerIndex + (frameStart - emitted)
-                            output!.writeBuffer(&kept)
-                            // The frame's 24-bit length.
-                            output!.setInteger(UInt8(truncatingIfNeeded: newLength >> 16), at: headerAt)
-                            output!.setInteger(UInt16(truncatingIfNeeded: newLength), at: headerAt + 1)
-                            output!.writeBytes(block)
-                            emitted = frameEnd
-                            rewrittenBlocks += 1
-                        }
-                    }
+            if continuing { passThrough = true; break }  // HEADERS inside a block: NIOHTTP2 refuses it
+            if flags & 0x4 == 0 { continuing = true }
+            let opensStream = streamID > highestStreamID
+            if opensStream { highestStreamID = streamID }
+            let blockStart = frameStart + 9 + (flags & 0x20 != 0 ? 5 : 0)
+            if !continuing, flags & 0x8 == 0, blockStart <= frameEnd {  // complete, not padded
+                switch tokenValue(in: input, block: blockStart..<frameEnd, streamID: streamID, opensStream: opensStream) {
+                case .unchanged:
+                    break
+                case .malformed:
+                    passThrough = true
+                case .learned(let value):
+                    // The value's representation (H bit, length, Huffman bytes) becomes the
+                    // plain one; the frame's 24-bit length follows.
+                    let plainLength = HPACKInteger.encodedLength(plain.count, prefix: 7) + plain.count
+                    let newLength = length - value.count + plainLength
+                    guard newLength <= maximumFrameSize else { break }
+                    if output == nil { output = context.channel.allocator.buffer(capacity: end - emitted + 512) }
+                    var before = input.getSlice(at: emitted, length: frameStart - emitted)!
+                    output!.writeBuffer(&before)
+                    output!.writeInteger(UInt8(truncatingIfNeeded: newLength >> 16))
+                    output!.writeInteger(UInt16(truncatingIfNeeded: newLength))
+                    var head = input.getSlice(at: frameStart + 3, length: value.lowerBound - frameStart - 3)!
+                    output!.writeBuffer(&head)
+                    HPACKInteger.write(plain.count, prefix: 7, flags: 0, to: &output!)
+                    output!.writeBytes(plain)
+                    var after = input.getSlice(at: value.upperBound, length: frameEnd - value.upperBound)!
+                    output!.writeBuffer(&after)
+                    emitted = frameEnd
+                    rewrittenBlocks += 1
                 }
-            } else if type == 0x9 {
-                passThrough = true  // CONTINUATION outside a block: NIOHTTP2 refuses it
             }
             if passThrough { break }
             frameStart = frameEnd
@@ -149,12 +167,8 @@ final class RepeatedAuthorizationHandler: ChannelInboundHandler, RemovableChanne
             var rest = input.getSlice(at: emitted, length: frameStart - emitted)!
             out.writeBuffer(&rest)
             context.fireChannelRead(wrapInboundOut(out))
-        } else if frameStart > input.readerIndex {
-            context.fireChannelRead(wrapInboundOut(input.getSlice(at: input.readerIndex, length: frameStart - input.readerIndex)!))
-        }
-        if passThrough, let held = carry {
-            carry = nil
-            context.fireChannelRead(wrapInboundOut(held))
+        } else if frameStart > emitted {
+            context.fireChannelRead(wrapInboundOut(input.getSlice(at: emitted, length: frameStart - emitted)!))
         }
     }
 
@@ -169,20 +183,21 @@ final class RepeatedAuthorizationHandler: ChannelInboundHandler, RemovableChanne
 
     // MARK: The header block
 
-    private enum Rewrite {
+    private enum TokenValue {
         case unchanged
-        case rewritten([UInt8])
+        /// The learned token's Huffman-coded value: its representation's bytes in the buffer.
+        case learned(Range<Int>)
         case malformed
     }
 
-    /// Walks one header block: the token's Huffman bytes become its plain text where learned,
-    /// or the candidate where not.
-    private func rewrite(_ buffer: ByteBuffer, block: Range<Int>, streamID: UInt32, opensStream: Bool) -> Rewrite {
-        buffer.withUnsafeReadableBytes { raw -> Rewrite in
-            let base = raw.baseAddress!.assumingMemoryBound(to: UInt8.self)
-            let bytes = UnsafeBufferPointer(start: base + (block.lowerBound - buffer.readerIndex), count: block.count)
+    /// Walks one header block for its `authorization` value: the learned token's Huffman bytes
+    /// are found, or a new stream's become the candidate.
+    private func tokenValue(in buffer: ByteBuffer, block: Range<Int>, streamID: UInt32, opensStream: Bool) -> TokenValue {
+        buffer.withUnsafeReadableBytes { raw -> TokenValue in
+            let offset = block.lowerBound - buffer.readerIndex
+            let bytes = UnsafeBufferPointer(start: raw.baseAddress!.assumingMemoryBound(to: UInt8.self) + offset, count: block.count)
             var index = 0
-            var tokenValue: Range<Int>?  // the Huffman-coded authorization value
+            var tokenValue: Range<Int>?  // the Huffman-coded authorization value's representation
             var tokens = 0
             while index < bytes.count {
                 let first = bytes[index]
@@ -201,8 +216,7 @@ final class RepeatedAuthorizationHandler: ChannelInboundHandler, RemovableChanne
                     nameIndex = n
                 }
                 if nameIndex == 0 {  // a literal name: a token named this way is left alone
-                    guard index < bytes.count, let n = HPACKInteger.skip(bytes, &index, prefix: 7),
-                          n <= bytes.count - index else { return .malformed }
+                    guard let n = HPACKInteger.skip(bytes, &index, prefix: 7), n <= bytes.count - index else { return .malformed }
                     index += n
                 }
                 guard index < bytes.count else { return .malformed }
@@ -216,17 +230,12 @@ final class RepeatedAuthorizationHandler: ChannelInboundHandler, RemovableChanne
                 }
             }
             guard tokens == 1, let tokenValue else { return .unchanged }
-            let length = HPACKInteger.skip(bytes, tokenValue.lowerBound, prefix: 7)
-            let encoded = UnsafeBufferPointer(rebasing: bytes[(tokenValue.upperBound - length)..<tokenValue.upperBound])
+            var stringStart = tokenValue.lowerBound
+            _ = HPACKInteger.skip(bytes, &stringStart, prefix: 7)
+            let encoded = UnsafeBufferPointer(rebasing: bytes[stringStart..<tokenValue.upperBound])
             if !plain.isEmpty, encoded.count == huffman.count,
                huffman.withUnsafeBufferPointer({ memcmp($0.baseAddress!, encoded.baseAddress!, encoded.count) == 0 }) {
-                var block: [UInt8] = []
-                block.reserveCapacity(bytes.count + plain.count)
-                block.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[..<tokenValue.lowerBound]))
-                HPACKInteger.append(plain.count, prefix: 7, flags: 0, to: &block)
-                block.append(contentsOf: plain)
-                block.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[tokenValue.upperBound...]))
-                return .rewritten(block)
+                return .learned((block.lowerBound + tokenValue.lowerBound)..<(block.lowerBound + tokenValue.upperBound))
             }
             if opensStream { candidate = (streamID, Array(encoded)) }
             return .unchanged
@@ -255,24 +264,28 @@ enum HPACKInteger {
         }
     }
 
-    /// The integer at `index`, already known to be well formed.
-    static func skip(_ bytes: UnsafeBufferPointer<UInt8>, _ index: Int, prefix: Int) -> Int {
-        var i = index
-        return skip(bytes, &i, prefix: prefix)!
+    /// How many bytes `write` takes for `value`.
+    static func encodedLength(_ value: Int, prefix: Int) -> Int {
+        let mask = (1 << prefix) - 1
+        guard value >= mask else { return 1 }
+        var length = 2
+        var rest = (value - mask) >> 7
+        while rest > 0 { length += 1; rest >>= 7 }
+        return length
     }
 
-    static func append(_ value: Int, prefix: Int, flags: UInt8, to out: inout [UInt8]) {
+    static func write(_ value: Int, prefix: Int, flags: UInt8, to out: inout ByteBuffer) {
         let mask = (1 << prefix) - 1
         if value < mask {
-            out.append(flags | UInt8(value))
+            out.writeInteger(flags | UInt8(value))
             return
         }
-        out.append(flags | UInt8(mask))
+        out.writeInteger(flags | UInt8(mask))
         var rest = value - mask
         while rest >= 0x80 {
-            out.append(UInt8(rest & 0x7F) | 0x80)
+            out.writeInteger(UInt8(rest & 0x7F) | 0x80)
             rest >>= 7
         }
-        out.append(UInt8(rest))
+        out.writeInteger(UInt8(rest))
     }
 }
