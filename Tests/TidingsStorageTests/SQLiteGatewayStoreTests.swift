@@ -57,6 +57,25 @@ struct SQLiteGatewayStoreTests {
         #expect(try pageSize(old) == 4_096)
     }
 
+    /// The store opens through the buffer's VFS by URI: a path with characters a URI gives a
+    /// meaning to still names its own file, also one that starts with "//", also a relative one.
+    @Test(arguments: ["a dir%20with ?query#frag%", "semi;colon&vfs=unix"])
+    func pathsWithURICharactersOpenTheirOwnFile(name: String) throws {
+        let parent = URL(fileURLWithPath: try GatewayStoreConformanceTests.freshDatabasePath()).deletingLastPathComponent()
+        let dir = parent.appendingPathComponent(name)
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let path = dir.path + "/gateway.sqlite"
+        #expect(path.hasPrefix("/"))
+        let store = try SQLiteGatewayStore(path: "/" + path)
+        #expect(store.walWritesBuffered)
+        _ = try store.commit(pushes: [Self.push("u1")], acknowledged: [], at: 200)
+        #expect(try DatabaseQueue(path: path).read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM gw_pushes") } == 1)
+        let up = FileManager.default.currentDirectoryPath.split(separator: "/").map { _ in ".." }.joined(separator: "/")
+        let relative = try SQLiteGatewayStore(path: up + path)
+        #expect(relative.walWritesBuffered)
+        #expect(try relative.status(apnsID: "u1").count == 1)
+    }
+
     /// The writer's WAL writes go through the buffer, and what a commit wrote is in the file
     /// when the commit returns: a connection of its own (default VFS, its own file handle)
     /// reads every push and acknowledgement, also of a commit several buffers long.

@@ -67,7 +67,9 @@ enum WALWriteBuffer {
     /// The name to open `path` with through this VFS, or nil when it cannot be used.
     static func uri(for path: String) -> String? {
         guard registered, let escaped = path.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) else { return nil }
-        return "file:\(escaped)?vfs=\(vfsName)"
+        // An absolute path gets an empty authority ("file:///…"), so a path that starts with
+        // "//" is not read as a host name.
+        return (path.hasPrefix("/") ? "file://" : "file:") + escaped + "?vfs=\(vfsName)"
     }
 
     /// Turns the buffer on for the WAL file of `db`'s main database. False (and nothing
