@@ -303,10 +303,10 @@ struct GatewayStoreConformanceTests {
             }
             _ = try store.commit(pushes: pushes, acknowledged: [], at: 200)
         }
-        // 200 commits of ≈ 10 KB (≥ 3 frames each): unbounded, the WAL would exceed 600 frames
-        // (2.4 MB). Bounded: the limit plus what the commits around a checkpoint add (measured 32).
+        // 200 commits of ≈ 10 KB (≥ 2 frames of 8 KiB each): unbounded, the WAL would exceed 400
+        // frames (3.2 MB). Bounded: the limit plus what the commits around a checkpoint add.
         let walBytes = try #require(try FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? Int)
-        #expect(walBytes <= 32 + 64 * (24 + 4_096))
+        #expect(walBytes <= 32 + 64 * (24 + SQLiteGatewayStore.newDatabasePageSize))
         #expect(store.checkpointCounts.writer >= 10)
         #expect(store.checkpointCounts.background == 0)
         #expect(try store.backlog(deviceID: "d1", now: 300, pageSize: 500).count == 2_000)

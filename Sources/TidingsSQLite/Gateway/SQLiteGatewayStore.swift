@@ -8,6 +8,7 @@ import TidingsStorage
 /// The gateway store in SQLite (GRDB), WAL mode, `synchronous=FULL`: a commit that returned
 /// survives `kill -9` and power loss. One file, `gateway.sqlite` in the data directory.
 ///
+/// The writer's WAL writes are gathered into few `pwrite`s per commit (`WALWriteBuffer`).
 /// WAL checkpoints run off the commit path: the writer connection has no auto-checkpoint; its
 /// WAL hook wakes a `WALCheckpointer` (its own connection and thread, `PASSIVE`) once the WAL
 /// holds `checkpointPages` frames. If the WAL still reaches `walPageLimit` frames (the
@@ -17,13 +18,23 @@ public final class SQLiteGatewayStore: GatewayStore {
     private let pool: DatabasePool
     private let checkpointer: WALCheckpointer
 
+    /// The page size a new database file gets (an existing file keeps its own: in WAL mode it
+    /// cannot change). 8 KiB pages halve the WAL frames, and with them the `pwrite`s per commit
+    /// and the checkpointer's reads and writes, against 4 KiB (docs/benchmarks.md, Gateway,
+    /// "Commit thread").
+    public static let newDatabasePageSize = 8_192
+
     /// Opens (creating and migrating) the database at `path`.
     public init(path: String, checkpointPages: Int = 1_000, walPageLimit: Int = 10_000) throws(GatewayStoreError) {
         var configuration = Configuration()
         configuration.journalMode = .wal
         configuration.busyMode = .timeout(10)
+        // Before GRDB turns on WAL: only a database without pages yet takes it.
+        configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA page_size = \(Self.newDatabasePageSize)") }
         do {
-            pool = try DatabasePool(path: path, configuration: configuration)
+            // Through the WAL write buffer's VFS where this SQLite can (URI file names).
+            let pool = try DatabasePool(path: WALWriteBuffer.uri(for: path) ?? path, configuration: configuration)
+            self.pool = pool
             // GRDB sets synchronous=NORMAL for WAL after prepareDatabase; set FULL afterwards on
             // the writer connection and read it back (http2-baseline.md's pitfall).
             try pool.writeWithoutTransaction { db in
@@ -32,12 +43,22 @@ public final class SQLiteGatewayStore: GatewayStore {
                 guard value == 2 else { throw GatewayStoreError.backend("PRAGMA synchronous is \(value ?? -1), not FULL") }
             }
             try Self.migrator.migrate(pool)
-            checkpointer = try WALCheckpointer(path: path, checkpointPages: max(1, checkpointPages),
-                                               walPageLimit: max(checkpointPages, walPageLimit))
+            let issued = try pool.read { db in
+                // Above every sequence ever issued: the newest pushes may have been pruned.
+                let reserved = try Int64.fetchOne(db, sql: "SELECT reserved_through FROM gw_push_sequence WHERE id = 1") ?? 0
+                let newest = try Int64.fetchOne(db, sql: "SELECT MAX(seq) FROM gw_pushes") ?? 0
+                return Sequences(next: max(reserved, newest) + 1, reserved: reserved)
+            }
+            sequences = Mutex(issued)
+            let checkpointer = try WALCheckpointer(path: path, checkpointPages: max(1, checkpointPages),
+                                                   walPageLimit: max(checkpointPages, walPageLimit))
+            self.checkpointer = checkpointer
             try pool.writeWithoutTransaction { db in
                 try db.execute(sql: "PRAGMA wal_autocheckpoint = 0")
                 checkpointer.install(on: db)
             }
+            // After synchronous=FULL: every commit syncs, which writes out the buffer first.
+            walWritesBuffered = try pool.writeWithoutTransaction { db in try WALWriteBuffer.enable(on: db) }
         } catch let error as GatewayStoreError {
             throw error
         } catch {
@@ -49,6 +70,9 @@ public final class SQLiteGatewayStore: GatewayStore {
         try? pool.writeWithoutTransaction { db in checkpointer.uninstall(from: db) }
         checkpointer.stop()
     }
+
+    /// Whether the writer's WAL writes go through `WALWriteBuffer` (few `pwrite`s per commit).
+    public let walWritesBuffered: Bool
 
     /// How many WAL checkpoints ran on the background connection, and on the writer at the limit.
     public var checkpointCounts: (background: Int, writer: Int) { checkpointer.counts }
@@ -86,6 +110,7 @@ public final class SQLiteGatewayStore: GatewayStore {
                 """)
         }
         migrator.registerMigration("gateway-v3-device-numbers") { db in try db.execute(sql: v3Migration) }
+        migrator.registerMigration("gateway-v4-issued-sequences") { db in try db.execute(sql: v4Migration) }
         return migrator
     }
 
@@ -144,6 +169,48 @@ public final class SQLiteGatewayStore: GatewayStore {
         DROP TABLE gw_pushes_v2;
         CREATE INDEX gw_pushes_device ON gw_pushes(device_no, seq);
         """
+
+    /// Sequences issued by the commit instead of `AUTOINCREMENT` (docs/gateway.md, "Storage
+    /// and delivery"): `AUTOINCREMENT` read and rewrote `sqlite_sequence` in every `INSERT`.
+    /// `gw_push_sequence.reserved_through` is at or above every sequence a committed push ever
+    /// had; the commit that would go past it raises it by `sequenceReservation` in the same
+    /// transaction, so a restart (also after `kill -9`, also when the newest pushes were
+    /// pruned) continues above it and never issues a sequence twice. The log is copied once
+    /// (a table cannot drop `AUTOINCREMENT` in place); every push keeps its sequence.
+    static let v4Migration = """
+        CREATE TABLE gw_push_sequence (id INTEGER PRIMARY KEY CHECK (id = 1), reserved_through INTEGER NOT NULL);
+        INSERT INTO gw_push_sequence (id, reserved_through)
+            SELECT 1, MAX(COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'gw_pushes'), 0),
+                          COALESCE((SELECT MAX(seq) FROM gw_pushes), 0));
+        DROP INDEX gw_pushes_device;
+        ALTER TABLE gw_pushes RENAME TO gw_pushes_v3;
+        CREATE TABLE gw_pushes (seq INTEGER PRIMARY KEY, device_no INTEGER NOT NULL, target_no INTEGER NOT NULL,
+                                apns_id TEXT NOT NULL, push_type TEXT NOT NULL, priority INTEGER NOT NULL, collapse_id TEXT,
+                                expires_at INTEGER NOT NULL, accepted_at INTEGER NOT NULL, stored_at INTEGER NOT NULL,
+                                delivered_at INTEGER, discarded_at INTEGER, discard_reason TEXT, presented_at INTEGER,
+                                answered_at INTEGER, payload BLOB NOT NULL);
+        INSERT INTO gw_pushes (seq, device_no, target_no, apns_id, push_type, priority, collapse_id, expires_at, accepted_at,
+                               stored_at, delivered_at, discarded_at, discard_reason, presented_at, answered_at, payload)
+            SELECT seq, device_no, target_no, apns_id, push_type, priority, collapse_id, expires_at, accepted_at,
+                   stored_at, delivered_at, discarded_at, discard_reason, presented_at, answered_at, payload
+            FROM gw_pushes_v3 ORDER BY seq;
+        DROP TABLE gw_pushes_v3;
+        CREATE INDEX gw_pushes_device ON gw_pushes(device_no, seq);
+        """
+
+    /// How far past the last issued sequence a commit reserves: the reservation is written
+    /// about once per this many pushes, and a restart skips at most this many numbers.
+    static let sequenceReservation: Int64 = 4_096
+
+    private struct Sequences {
+        /// The next sequence to issue. Taken inside the write: a transaction that fails burns
+        /// its numbers, which is harmless (never issued twice is what counts).
+        var next: Int64
+        /// `gw_push_sequence.reserved_through` as last committed (never above the database's).
+        var reserved: Int64
+    }
+
+    private let sequences: Mutex<Sequences>
 
     private func write<T>(_ body: (Database) throws -> T) throws(GatewayStoreError) -> T {
         do { return try pool.write(body) } catch let error as GatewayStoreError { throw error } catch { throw .backend("\(error)") }
@@ -316,20 +383,36 @@ public final class SQLiteGatewayStore: GatewayStore {
     public func commit(pushes: [NewPush], acknowledged: [Int64], at: EpochMilliseconds) throws(GatewayStoreError) -> [StoredPush] {
         var known = numbers.withLock { $0 }
         var learned: [(TargetKey, Numbers)] = []
+        var reservedNow: Int64?
         let stored: [StoredPush] = try write { db in
             var stored: [StoredPush] = []
             stored.reserveCapacity(pushes.count)
             if !pushes.isEmpty {
+                let count = Int64(pushes.count)
+                let (first, reserved) = sequences.withLock { s in
+                    defer { s.next += count }
+                    return (s.next, s.reserved)
+                }
+                let last = first + count - 1
+                if last > reserved {
+                    let through = last + Self.sequenceReservation
+                    try db.cachedStatement(sql: """
+                        UPDATE gw_push_sequence SET reserved_through = MAX(reserved_through, ?) WHERE id = 1
+                        """).execute(arguments: [through])
+                    guard db.changesCount == 1 else { throw GatewayStoreError.backend("gw_push_sequence has no row") }
+                    reservedNow = through
+                }
                 let insert = try db.cachedStatement(sql: """
-                    INSERT INTO gw_pushes (device_no, target_no, apns_id, push_type, priority, collapse_id,
+                    INSERT INTO gw_pushes (seq, device_no, target_no, apns_id, push_type, priority, collapse_id,
                                            expires_at, accepted_at, stored_at, payload)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """)
                 // Bound by hand on the cached statement: GRDB's `StatementArguments` boxes every
                 // value of every row, the largest per-row cost of the commit.
                 let handle = insert.sqliteStatement
                 var scratch: [UInt8] = []
                 scratch.reserveCapacity(256)
+                var sequence = first
                 for p in pushes {
                     let key = TargetKey(token: p.token, deviceID: p.deviceID, bundleID: p.bundleID, topic: p.topic)
                     let n: Numbers
@@ -340,13 +423,16 @@ public final class SQLiteGatewayStore: GatewayStore {
                         known[key] = n
                         learned.append((key, n))
                     }
-                    try Self.bindAndStep(handle, db: db, push: p, numbers: n, storedAt: at, scratch: &scratch)
-                    stored.append(StoredPush(sequence: db.lastInsertedRowID, push: p, storedAt: at))
+                    try Self.bindAndStep(handle, db: db, sequence: sequence, push: p, numbers: n, storedAt: at, scratch: &scratch)
+                    stored.append(StoredPush(sequence: sequence, push: p, storedAt: at))
+                    sequence += 1
                 }
             }
             if !acknowledged.isEmpty { try Self.markDelivered(acknowledged, at: at, db: db) }
             return stored
         }
+        // Committed: only now may later commits rely on the reservation.
+        if let reservedNow { sequences.withLock { $0.reserved = max($0.reserved, reservedNow) } }
         if !learned.isEmpty {
             numbers.withLock { cache in for (key, n) in learned { cache[key] = n } }
         }
@@ -395,7 +481,7 @@ public final class SQLiteGatewayStore: GatewayStore {
     /// across rows) and bound in place with `SQLITE_STATIC`, the payload likewise from its
     /// array: SQLite's `SQLITE_TRANSIENT` copy meant a `malloc`, a copy and a `free` per column
     /// per row. The bindings are cleared before the buffers go away.
-    private static func bindAndStep(_ s: SQLiteStatement, db: Database, push p: NewPush, numbers n: Numbers,
+    private static func bindAndStep(_ s: SQLiteStatement, db: Database, sequence: Int64, push p: NewPush, numbers n: Numbers,
                                     storedAt: EpochMilliseconds, scratch: inout [UInt8]) throws {
         scratch.removeAll(keepingCapacity: true)
         func append(_ text: String) -> Range<Int> {
@@ -413,18 +499,19 @@ public final class SQLiteGatewayStore: GatewayStore {
                     let start = (text.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!) + range.lowerBound
                     return sqlite3_bind_text(s, index, start.assumingMemoryBound(to: CChar.self), CInt(range.count), staticBytes)
                 }
-                var code = sqlite3_bind_int64(s, 1, n.device)
-                if code == SQLITE_OK { code = sqlite3_bind_int64(s, 2, n.target) }
-                if code == SQLITE_OK { code = bindText(3, apnsID) }
-                if code == SQLITE_OK { code = bindText(4, pushType) }
-                if code == SQLITE_OK { code = sqlite3_bind_int64(s, 5, Int64(p.priority)) }
-                if code == SQLITE_OK { code = bindText(6, collapseID) }
-                if code == SQLITE_OK { code = sqlite3_bind_int64(s, 7, Int64(p.expiresAt)) }
-                if code == SQLITE_OK { code = sqlite3_bind_int64(s, 8, Int64(p.acceptedAt)) }
-                if code == SQLITE_OK { code = sqlite3_bind_int64(s, 9, Int64(storedAt)) }
+                var code = sqlite3_bind_int64(s, 1, sequence)
+                if code == SQLITE_OK { code = sqlite3_bind_int64(s, 2, n.device) }
+                if code == SQLITE_OK { code = sqlite3_bind_int64(s, 3, n.target) }
+                if code == SQLITE_OK { code = bindText(4, apnsID) }
+                if code == SQLITE_OK { code = bindText(5, pushType) }
+                if code == SQLITE_OK { code = sqlite3_bind_int64(s, 6, Int64(p.priority)) }
+                if code == SQLITE_OK { code = bindText(7, collapseID) }
+                if code == SQLITE_OK { code = sqlite3_bind_int64(s, 8, Int64(p.expiresAt)) }
+                if code == SQLITE_OK { code = sqlite3_bind_int64(s, 9, Int64(p.acceptedAt)) }
+                if code == SQLITE_OK { code = sqlite3_bind_int64(s, 10, Int64(storedAt)) }
                 if code == SQLITE_OK {
                     // An empty payload is still a blob, never NULL (the column is NOT NULL).
-                    code = sqlite3_bind_blob(s, 10, payload.baseAddress ?? UnsafeRawPointer(bitPattern: 1), CInt(payload.count), staticBytes)
+                    code = sqlite3_bind_blob(s, 11, payload.baseAddress ?? UnsafeRawPointer(bitPattern: 1), CInt(payload.count), staticBytes)
                 }
                 if code == SQLITE_OK {
                     code = sqlite3_step(s)
