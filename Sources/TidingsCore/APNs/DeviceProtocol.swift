@@ -402,17 +402,14 @@ struct DeviceMessageFields {
         let bytes = parser.bytes
         return bytes.withUnsafeBufferPointer { input -> [UInt8]? in
             let start = parser.index + 1
-            // The closing quote (escaped characters skipped); the contents are never longer
-            // unescaped (`\\uXXXX` is 6 bytes for at most 3, a surrogate pair 12 for 4).
-            var end = start
-            while end < input.count, input[end] != UInt8(ascii: "\"") {
-                end += input[end] == UInt8(ascii: "\\") ? 2 : 1
-            }
-            guard end < input.count else { return nil }
+            // One pass, into room for the rest of the message: the contents are never longer
+            // unescaped (`\uXXXX` is 6 bytes for at most 3, a surrogate pair 12 for 4).
+            let end = input.count
+            var closed = false
             var valid = true
             var nonASCII: UInt8 = 0
+            var i = start
             let out = [UInt8](unsafeUninitializedCapacity: end - start) { out, count in
-                var i = start
                 var j = 0
                 func hex4() -> UInt32? {
                     guard i + 4 <= end else { return nil }
@@ -434,6 +431,7 @@ struct DeviceMessageFields {
                 decoding: while i < end {
                     let b = input[i]
                     if b != UInt8(ascii: "\\") {
+                        if b == UInt8(ascii: "\"") { closed = true; break decoding }
                         if b < 0x20 { valid = false; break decoding }
                         nonASCII |= b
                         out[j] = b
@@ -480,10 +478,10 @@ struct DeviceMessageFields {
                 }
                 count = j
             }
-            guard valid else { return nil }
+            guard valid, closed else { return nil }
             // Raw non-ASCII bytes must be valid UTF-8 (escapes only ever produce valid text).
             if nonASCII >= 0x80, out.withUnsafeBufferPointer({ String(validating: $0, as: UTF8.self) }) == nil { return nil }
-            parser.index = end + 1
+            parser.index = i + 1
             return out
         }
     }
