@@ -541,25 +541,31 @@ struct DeviceJSONWriter {
         if !written { string(String(decoding: bytes, as: UTF8.self)) }
     }
 
-    /// Per byte, its length inside a JSON string: 1 (as is), 2 (`\"`, `\\`), 6 (`\u00XX` for
-    /// the other control bytes); 0 for a non-ASCII byte (as is, once the text is known valid).
+    /// Per byte, its length inside a JSON string: 1 (as is: printable ASCII and every
+    /// non-ASCII byte), 2 (`\"`, `\\`), 6 (`\u00XX` for the other control bytes).
     private static let escapedWidth: [UInt8] = (0..<256).map { b in
-        b >= 0x80 ? 0 : b == 0x22 || b == 0x5C ? 2 : b < 0x20 ? 6 : 1
+        b == 0x22 || b == 0x5C ? 2 : b < 0x20 ? 6 : 1
     }
 
-    /// The bytes as a quoted JSON string, in two passes over them: the escaped length, then
-    /// each byte written into room made for exactly that (a payload full of quotes was many
-    /// short appends). False, writing nothing, for non-ASCII bytes not `knownValid` as UTF-8.
+    /// The bytes as a quoted JSON string. A first pass (no branches) sums the escaped length;
+    /// nothing to escape (ids, tokens, topics) is one copy, else each byte is written into room
+    /// made for exactly that (a payload full of quotes was many short appends). False, writing
+    /// nothing, for non-ASCII bytes not `knownValid` as UTF-8.
     private mutating func escaped(_ bytes: UnsafeBufferPointer<UInt8>, knownValid: Bool) -> Bool {
         Self.escapedWidth.withUnsafeBufferPointer { width in
             var length = 2
-            var nonASCII = false
+            var all: UInt8 = 0
             for b in bytes {
-                let w = Int(width[Int(b)])
-                length &+= w == 0 ? 1 : w
-                nonASCII = nonASCII || w == 0
+                length &+= Int(width[Int(b)])
+                all |= b
             }
-            if nonASCII, !knownValid { return false }
+            if all >= 0x80, !knownValid { return false }
+            if length == bytes.count &+ 2 {
+                out.append(UInt8(ascii: "\""))
+                out.append(contentsOf: bytes)
+                out.append(UInt8(ascii: "\""))
+                return true
+            }
             let start = out.count
             out.append(contentsOf: repeatElement(0, count: length))
             out.withUnsafeMutableBufferPointer { dst in
