@@ -400,7 +400,7 @@ struct DeviceMessageFields {
     /// no closing quote. The parser stands on the opening quote; after, past the closing one.
     static func parseStringBytes(_ parser: inout JSONParser) -> [UInt8]? {
         let bytes = parser.bytes
-        return bytes.withUnsafeBufferPointer { input -> [UInt8]? in
+        return bytes.withUnsafeBufferPointer { input -> [UInt8]? in plainStringBytes.withUnsafeBufferPointer { plain -> [UInt8]? in
             let start = parser.index + 1
             // One pass, into room for the rest of the message: the contents are never longer
             // unescaped (`\uXXXX` is 6 bytes for at most 3, a surrogate pair 12 for 4).
@@ -429,15 +429,19 @@ struct DeviceMessageFields {
                     return value
                 }
                 decoding: while i < end {
-                    let b = input[i]
-                    if b != UInt8(ascii: "\\") {
-                        if b == UInt8(ascii: "\"") { closed = true; break decoding }
-                        if b < 0x20 { valid = false; break decoding }
+                    // A run of bytes copied as they are: one table test per byte.
+                    var b = input[i]
+                    while plain[Int(b)] != 0 {
                         nonASCII |= b
                         out[j] = b
                         i += 1
                         j += 1
-                        continue
+                        guard i < end else { break decoding }
+                        b = input[i]
+                    }
+                    if b != UInt8(ascii: "\\") {
+                        if b == UInt8(ascii: "\"") { closed = true } else { valid = false }  // a control byte
+                        break decoding
                     }
                     guard i + 1 < end else { valid = false; break decoding }
                     let escape = input[i + 1]
@@ -483,8 +487,11 @@ struct DeviceMessageFields {
             if nonASCII >= 0x80, out.withUnsafeBufferPointer({ String(validating: $0, as: UTF8.self) }) == nil { return nil }
             parser.index = i + 1
             return out
-        }
+        } }
     }
+
+    /// 1 for a byte that stands for itself inside a JSON string (not `"`, `\\`, or a control byte).
+    private static let plainStringBytes: [UInt8] = (0..<256).map { $0 == 0x22 || $0 == 0x5C || $0 < 0x20 ? 0 : 1 }
 
     /// The index of a member name the protocol knows, nil for any other. A plain ASCII name
     /// is matched on its bytes; one with escapes or non-ASCII is decoded first.
