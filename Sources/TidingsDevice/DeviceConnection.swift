@@ -69,14 +69,14 @@ public struct DeviceClientError: Error, Sendable, Hashable, CustomStringConverti
 public final class DeviceConnection: Sendable {
     /// The gateway's id for this device (hex SHA-256 of its public key).
     public let deviceID: String
-    /// Every push for this device, in order. The stream ends when the connection closes
-    /// (throwing if it failed). One consumer.
-    public let pushes: AsyncThrowingStream<DevicePush, any Error>
+    /// Every push for this device, in order. The sequence ends when the connection closes
+    /// (throwing if it failed) or the consuming task is cancelled. One consumer.
+    public let pushes: DevicePushes
 
     private let channel: any Channel
     private let shared: DeviceConnectionShared
 
-    init(deviceID: String, channel: any Channel, shared: DeviceConnectionShared, pushes: AsyncThrowingStream<DevicePush, any Error>) {
+    init(deviceID: String, channel: any Channel, shared: DeviceConnectionShared, pushes: DevicePushes) {
         self.deviceID = deviceID
         self.channel = channel
         self.shared = shared
@@ -91,8 +91,8 @@ public final class DeviceConnection: Sendable {
         logger: Logger = Logger(label: "tidings.device")
     ) async throws -> DeviceConnection {
         let sslContext = try TLSContexts.shared.context(trustRootPaths: configuration.trustRootPaths)
-        let (pushes, pushContinuation) = AsyncThrowingStream<DevicePush, any Error>.makeStream()
-        let shared = DeviceConnectionShared(pushes: pushContinuation)
+        let pushBuffer = DevicePushBuffer()
+        let shared = DeviceConnectionShared(pushes: pushBuffer)
         let key = configuration.deviceKey
         let hostname = configuration.serverHostname
         let welcomed = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<String, any Error>) in
@@ -124,7 +124,7 @@ public final class DeviceConnection: Sendable {
             connect.whenFailure { error in _ = shared.failWelcome(error) }
         }
         guard let channel = shared.channel else { throw DeviceClientError.closed }
-        return DeviceConnection(deviceID: welcomed, channel: channel, shared: shared, pushes: pushes)
+        return DeviceConnection(deviceID: welcomed, channel: channel, shared: shared, pushes: DevicePushes(buffer: pushBuffer))
     }
 
     /// Asks for the device token of an app topic (the bundle ID) in an environment. The same
@@ -203,9 +203,9 @@ final class DeviceConnectionShared: Sendable {
     static let maximumAcksPerMessage = 1024
 
     private let state = Mutex(State())
-    let pushContinuation: AsyncThrowingStream<DevicePush, any Error>.Continuation
+    let pushBuffer: DevicePushBuffer
 
-    init(pushes: AsyncThrowingStream<DevicePush, any Error>.Continuation) { self.pushContinuation = pushes }
+    init(pushes: DevicePushBuffer) { self.pushBuffer = pushes }
 
     var channel: (any Channel)? { state.withLock { $0.channel } }
 
@@ -289,7 +289,7 @@ final class DeviceConnectionShared: Sendable {
         }
         welcome?.resume(throwing: error ?? DeviceClientError.closed)
         for p in pending { p.resume(throwing: error ?? DeviceClientError.closed) }
-        if let error { pushContinuation.finish(throwing: error) } else { pushContinuation.finish() }
+        pushBuffer.finish(error)
     }
 }
 
@@ -301,6 +301,9 @@ final class DeviceClientHandler: ChannelInboundHandler {
     private let key: P256.Signing.PrivateKey
     private let logger: Logger
     private var failure: (any Error)?
+    /// Pushes decoded in this read burst: handed to the consumer together at
+    /// `channelReadComplete` (one lock and at most one wake-up per burst, not per push).
+    private var received: [DevicePush] = []
 
     init(shared: DeviceConnectionShared, key: P256.Signing.PrivateKey, logger: Logger) {
         self.shared = shared
@@ -329,7 +332,7 @@ final class DeviceClientHandler: ChannelInboundHandler {
         case .welcome(let deviceID, let batchedAcks):
             shared.welcome(deviceID, batchedAcks: batchedAcks)
         case .push(let push):
-            shared.pushContinuation.yield(push)
+            received.append(push)
         case .token(let id, _), .appRemoved(let id):
             shared.answer(id, with: .success(message))
         case .error(let id?, let reason, let text):
@@ -351,7 +354,20 @@ final class DeviceClientHandler: ChannelInboundHandler {
         context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(bytes: frame)), promise: nil)
     }
 
+    func channelReadComplete(context: ChannelHandlerContext) {
+        deliverReceived()
+        context.fireChannelReadComplete()
+    }
+
+    private func deliverReceived() {
+        guard !received.isEmpty else { return }
+        shared.pushBuffer.append(received)
+        received.removeAll(keepingCapacity: true)
+    }
+
     func channelInactive(context: ChannelHandlerContext) {
+        // Pushes decoded before the connection ended still reach the consumer, then the end.
+        deliverReceived()
         shared.closed(failure)
         context.fireChannelInactive()
     }
@@ -378,5 +394,116 @@ final class TLSContexts: Sendable {
         let context = try NIOSSLContext(configuration: tls)
         contexts.withLock { $0[trustRootPaths] = context }
         return context
+    }
+}
+
+/// The pushes of a connection, in order (`DeviceConnection.pushes`): an `AsyncSequence` like
+/// `AsyncThrowingStream`, ending when the connection closes (throwing if it failed) or the
+/// consuming task is cancelled. The consumer takes everything buffered at once: a read burst
+/// of pushes costs one lock and at most one wake-up, not a stream's lock and generic
+/// bookkeeping per push. One consumer.
+public struct DevicePushes: AsyncSequence, Sendable {
+    public typealias Element = DevicePush
+    let buffer: DevicePushBuffer
+
+    public func makeAsyncIterator() -> Iterator { Iterator(buffer: buffer) }
+
+    public struct Iterator: AsyncIteratorProtocol {
+        let buffer: DevicePushBuffer
+        /// Taken from the buffer, not yet returned (in reverse: `popLast` is the next).
+        private var taken: [DevicePush] = []
+
+        init(buffer: DevicePushBuffer) { self.buffer = buffer }
+
+        public mutating func next() async throws -> DevicePush? {
+            if let push = taken.popLast() { return push }
+            taken = try await buffer.take()
+            taken.reverse()
+            return taken.popLast()
+        }
+    }
+}
+
+/// Between the channel handler (appends a burst) and the consumer (takes all there is).
+final class DevicePushBuffer: Sendable {
+    private struct State {
+        var pending: [DevicePush] = []
+        var waiter: CheckedContinuation<[DevicePush], any Error>?
+        /// The connection ended: nil when it was clean (or the failure was already thrown).
+        var finished = false
+        var failure: (any Error)?
+        var cancelled = false
+    }
+
+    private let state = Mutex(State())
+
+    func append(_ pushes: [DevicePush]) {
+        let waiter = state.withLock { s -> (CheckedContinuation<[DevicePush], any Error>, [DevicePush])? in
+            if s.finished || s.cancelled { return nil }
+            if let waiter = s.waiter {
+                s.waiter = nil
+                return (waiter, pushes)
+            }
+            s.pending.append(contentsOf: pushes)
+            return nil
+        }
+        if let (waiter, pushes) = waiter { waiter.resume(returning: pushes) }
+    }
+
+    /// No more pushes; what is pending is still taken first, then `error` is thrown once.
+    func finish(_ error: (any Error)?) {
+        let waiter = state.withLock { s -> CheckedContinuation<[DevicePush], any Error>? in
+            if s.finished { return nil }
+            s.finished = true
+            // A waiter means nothing is pending: it gets the end now, else `take` does later.
+            guard let waiter = s.waiter else {
+                s.failure = error
+                return nil
+            }
+            s.waiter = nil
+            return waiter
+        }
+        guard let waiter else { return }
+        if let error { waiter.resume(throwing: error) } else { waiter.resume(returning: []) }
+    }
+
+    /// Everything pending; empty when the sequence has ended. Waits while there is nothing.
+    func take() async throws -> [DevicePush] {
+        if let ready = state.withLock({ Self.ready(&$0) }) { return try ready.get() }
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<[DevicePush], any Error>) in
+                let ready = state.withLock { s -> Result<[DevicePush], any Error>? in
+                    if let ready = Self.ready(&s) { return ready }
+                    s.waiter = continuation
+                    return nil
+                }
+                if let ready { continuation.resume(with: ready) }
+            }
+        } onCancel: {
+            let waiter = state.withLock { s in
+                s.cancelled = true
+                defer { s.waiter = nil }
+                return s.waiter
+            }
+            waiter?.resume(returning: [])
+        }
+    }
+
+    /// What `take` returns without waiting, if anything.
+    private static func ready(_ s: inout State) -> Result<[DevicePush], any Error>? {
+        if s.cancelled { return .success([]) }
+        if !s.pending.isEmpty {
+            var taken: [DevicePush] = []
+            swap(&taken, &s.pending)
+            return .success(taken)
+        }
+        if s.finished {
+            if let failure = s.failure {
+                s.failure = nil
+                return .failure(failure)
+            }
+            return .success([])
+        }
+        return nil
     }
 }

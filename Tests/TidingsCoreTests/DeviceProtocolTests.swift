@@ -98,4 +98,117 @@ struct DeviceProtocolTests {
         }
         #expect(decoded == [.ack(sequence: 1), .push(Self.push)])
     }
+    /// A push whose payload is `bytes`, through the fast encoder and decoder: the same push
+    /// as through the reference ones.
+    func roundTrip(payload bytes: [UInt8]) throws -> (fast: DeviceMessage, reference: DeviceMessage) {
+        var push = Self.push
+        push.payload = bytes
+        let message = DeviceMessage.push(push)
+        return (try DeviceMessage(decoding: message.encoded()), try DeviceMessage.referenceDecoded(message.referenceEncoded()))
+    }
+
+    @Test func everyByteAndEscapeClassRoundTrips() throws {
+        // Every ASCII byte (control bytes, quote, backslash, DEL), then non-ASCII UTF-8 of each length.
+        let ascii = (0..<128).map { UInt8($0) }
+        let nonASCII = Array("é — 日本語 😀 \u{10FFFF}".utf8)
+        for payload in [ascii, nonASCII, ascii + nonASCII + ascii, [], [0x22], [0x5C], [0x00], Array(repeating: 0x22, count: 1000)] {
+            let (fast, reference) = try roundTrip(payload: payload)
+            #expect(fast == reference)
+            guard case .push(let p) = fast else { Issue.record("not a push"); continue }
+            #expect(p.payload == payload)
+        }
+        // The encoder's exact text: short escapes for quote and backslash, \u00XX for the other
+        // control bytes, everything else (solidus, DEL, non-ASCII) as is.
+        var writer = DeviceJSONWriterProbe()
+        #expect(writer.escaped(Array("a\"b\\c/\u{01}\n\u{1F}\u{7F}é".utf8)) == #""a\"b\\c/\u0001\u000a\u001f\#u{7F}é""#)
+    }
+
+    @Test func invalidUTF8InAPayloadBecomesReplacementCharacters() throws {
+        for payload: [UInt8] in [[0xFF], [0x61, 0xC3], [0xED, 0xA0, 0x80], [0xF4, 0x90, 0x80, 0x80], [0x22, 0xC3, 0x28, 0x5C]] {
+            let (fast, reference) = try roundTrip(payload: payload)
+            #expect(fast == reference)
+            guard case .push(let p) = fast else { Issue.record("not a push"); continue }
+            #expect(p.payload == Array(String(decoding: payload, as: UTF8.self).utf8))
+        }
+    }
+
+    /// The decoder's own paths (payload straight to bytes, plain strings and integers without
+    /// the general parser) accept and reject exactly what the reference does.
+    @Test(arguments: [
+        #"\"\\\/\b\f\n\r\t"#, #"\u0041\u00e9\u00E9\u20AC\uD83D\uDE00\u0000"#, "plain", "", "é😀",
+        #"\x"#, #"\u12"#, #"\u12G4"#, #"\ud800"#, #"\udc00"#, #"\ud800\u0041"#, #"\ud800x"#, #"\"#, "\u{01}", "tab\u{09}raw",
+    ])
+    func payloadStringsDecodeAsTheReferenceDoes(_ contents: String) {
+        let text = #"{"type":"push","sequence":1,"apnsID":"x","token":"t","topic":"a.b","pushType":"alert","priority":10,"expiresAt":1,"acceptedAt":1,"payload":""#
+            + contents + #""}"#
+        let (fast, reference) = decodedBoth(text)
+        #expect(fast == reference)
+    }
+
+    @Test func rawBytesInPayloadStringsDecodeAsTheReferenceDoes() {
+        let head = Array(#"{"type":"push","sequence":1,"apnsID":"x","token":"t","topic":"a.b","pushType":"alert","priority":10,"expiresAt":1,"acceptedAt":1,"payload":""#.utf8)
+        for contents: [UInt8] in [[0xFF], [0xC3], [0xC3, 0xA9], [0xED, 0xA0, 0x80], [0xE2, 0x82], [0x7F], [0x1F], [0x5C, 0xC3, 0xA9]] {
+            let bytes = head + contents + Array(#""}"#.utf8)
+            let fast = Result { () throws(DeviceProtocolError) in try DeviceMessage(decoding: bytes) }
+            let reference = Result { () throws(DeviceProtocolError) in try DeviceMessage.referenceDecoded(bytes) }
+            #expect(fast == reference, "\(contents)")
+        }
+    }
+
+    @Test(arguments: [
+        "0", "-0", "7", "-7", "01", "-01", "123456789012345678", "-123456789012345678", "1234567890123456789",
+        "9223372036854775807", "9223372036854775808", "-9223372036854775808", "-9223372036854775809", "1.0", "1e3", "1E3",
+        "2.5", "-", "-a", "00", "1x", "\"1\"", "true", "null", "[1]", "99999999999999999999999",
+    ])
+    func integersDecodeAsTheReferenceDoes(_ number: String) {
+        for text in [#"{"type":"ack","sequence":"# + number + "}", #"{"type":"ack","sequence":"# + number + #" ,"x":1}"#,
+                     #"{"sequence":"# + number + #","type":"ack"}"#, #"{"type":"acks","sequences":["# + number + "]}"] {
+            let (fast, reference) = decodedBoth(text)
+            #expect(fast == reference, "\(text)")
+        }
+    }
+
+    @Test func aRepeatedPayloadKeepsTheLastValue() {
+        let head = #"{"type":"push","sequence":1,"apnsID":"x","token":"t","topic":"a.b","pushType":"alert","priority":10,"expiresAt":1,"acceptedAt":1,"#
+        for tail in [#""payload":"a","payload":"b"}"#, #""payload":"a","payload":1}"#, #""payload":1,"payload":"b"}"#, #""payload":"\u00e9","payload":"\ud800"}"#] {
+            let (fast, reference) = decodedBoth(head + tail)
+            #expect(fast == reference, "\(tail)")
+        }
+    }
+
+    /// Random payloads (a fixed seed): bytes drawn mostly from the escape classes.
+    @Test func randomPayloadsRoundTrip() throws {
+        var random = SplitMix64(seed: 0x5EED)
+        let alphabet: [UInt8] = [0x00, 0x01, 0x08, 0x09, 0x0A, 0x0D, 0x1F, 0x20, 0x22, 0x2F, 0x5C, 0x61, 0x7B, 0x7D, 0x7F, 0x80, 0xC3, 0xA9, 0xE2, 0x82, 0xAC, 0xF0, 0x9F, 0x98, 0x80, 0xFF]
+        for _ in 0..<500 {
+            let count = Int(random.next() % 64)
+            let payload = (0..<count).map { _ in alphabet[Int(random.next() % UInt64(alphabet.count))] }
+            let (fast, reference) = try roundTrip(payload: payload)
+            #expect(fast == reference, "\(payload)")
+        }
+    }
+}
+
+/// The delivery path's string writer, seen from the tests.
+struct DeviceJSONWriterProbe {
+    mutating func escaped(_ bytes: [UInt8]) -> String {
+        var push = DeviceProtocolTests.push
+        push.payload = bytes
+        let text = DeviceMessage.push(push).encoded()
+        let marker = Array(#","payload":"#.utf8)
+        let start = text.indices.first { text[$0...].starts(with: marker) }! + marker.count
+        return String(decoding: text[start..<(text.count - 1)], as: UTF8.self)
+    }
+}
+
+struct SplitMix64 {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
 }

@@ -137,4 +137,31 @@ struct DeviceChannelTests {
         for id in ids { #expect(try await h.gateway.status(apnsID: id).first?.stage == "delivered", "\(id)") }
         await h.stop()
     }
+
+    /// A provider's body reaches the device byte for byte, whatever it escapes: the gateway's
+    /// one-pass escaper and the device's byte decoder, through TLS and the store.
+    @Test func payloadsWithEveryEscapeClassArriveByteForByte() async throws {
+        let h = try await GatewayHarness.start(store: .sqlite)
+        let device = try await h.device()
+        let token = try await device.requestToken(topic: GatewayHarness.bundleID, environment: .development).hex
+        let collector = await PushCollector.start(device)
+        let bodies = [
+            #"{"aps":{"alert":"quote \" backslash \\ solidus \/ slash / tab \t nl \n cr \r bs \b ff \f"}}"#,
+            #"{"aps":{"alert":"nul \u0000 one \u0001 us \u001F del \u007f \u00e9 \uD83D\uDE00"},"k":"\u0022\u005c"}"#,
+            "{\n  \"aps\" : {\"alert\":\"Hé — 日本語 😀\", \"badge\" : 3},\r\n\t\"n\": [1, -0, 2.5e3, true, null]\n}",
+            #"{"aps":{}}"#,
+            #"{"aps":{"alert":""},"q":"\"\"\"\"","b":"\\\\"}"#,
+        ]
+        let c = try await h.connect()
+        let auth = try h.bearer()
+        for body in bodies {
+            let r = try await c.send(h.request(token: token, authorization: auth, body: body))
+            #expect(r.status == 200, "\(body)")
+        }
+        await c.close()
+        let pushes = await collector.wait(for: bodies.count)
+        #expect(pushes.map(\.payload) == bodies.map { Array($0.utf8) })
+        await device.close()
+        await h.stop()
+    }
 }

@@ -239,12 +239,16 @@ extension DeviceMessage {
         case "removeApp": self = .removeApp(requestID: try intField(.requestID), topic: try stringField(.topic))
         case "appRemoved": self = .appRemoved(requestID: try intField(.requestID))
         case "push":
+            func payloadField() throws(DeviceProtocolError) -> [UInt8] {
+                if let bytes = o.payloadBytes { return bytes }
+                return Array(try stringField(.payload).utf8)
+            }
             guard let pushType = PushType(rawValue: try stringField(.pushType)),
                   let priority = Priority(rawValue: Int(try intField(.priority))) else { throw DeviceProtocolError("push: bad push type or priority") }
             self = .push(DevicePush(sequence: try intField(.sequence), apnsID: try stringField(.apnsID), token: try stringField(.token),
                                     topic: try stringField(.topic), pushType: pushType, priority: priority,
                                     collapseID: o[.collapseID]?.stringValue, expiresAt: try intField(.expiresAt),
-                                    acceptedAt: try intField(.acceptedAt), payload: Array(try stringField(.payload).utf8)))
+                                    acceptedAt: try intField(.acceptedAt), payload: try payloadField()))
         case "ack": self = .ack(sequence: try intField(.sequence))
         case "acks":
             guard case .array(let items)? = o[.sequences] else { throw DeviceProtocolError("acks: missing sequences") }
@@ -284,6 +288,9 @@ struct DeviceMessageFields {
 
     private static let keyBytes: [[UInt8]] = Key.names.map { Array($0.utf8) }
     private var values = [JSONValue?](repeating: nil, count: Key.allCases.count)
+    /// A `payload` that was a string, as its UTF-8 bytes (then `self[.payload]` is nil): the
+    /// push's payload without a `String` in between.
+    private(set) var payloadBytes: [UInt8]?
 
     init() {}
 
@@ -318,8 +325,17 @@ struct DeviceMessageFields {
                     guard parser.index < bytes.count, bytes[parser.index] == UInt8(ascii: ":") else { return nil }
                     parser.index += 1
                     parser.skipWhitespace()
-                    let value = try parser.parseValue()
-                    if let key { values[key] = value }
+                    if key == Key.payload.rawValue, parser.index < bytes.count, bytes[parser.index] == UInt8(ascii: "\"") {
+                        guard let payload = Self.parseStringBytes(&parser) else { return nil }
+                        payloadBytes = payload
+                        values[Key.payload.rawValue] = nil
+                    } else {
+                        let value = try Self.parseValue(&parser)
+                        if let key {
+                            values[key] = value
+                            if key == Key.payload.rawValue { payloadBytes = nil }
+                        }
+                    }
                     parser.skipWhitespace()
                     guard parser.index < bytes.count else { return nil }
                     if bytes[parser.index] == UInt8(ascii: ",") { parser.index += 1; continue members }
@@ -333,6 +349,149 @@ struct DeviceMessageFields {
             return nil
         }
     }
+
+    /// A member's value: strings and integers (all a push has) without the general parser's
+    /// intermediate `String`s; anything else through it.
+    private static func parseValue(_ parser: inout JSONParser) throws(JSONParseError) -> JSONValue {
+        let bytes = parser.bytes
+        guard parser.index < bytes.count else { return try parser.parseValue() }
+        let first = bytes[parser.index]
+        if first == UInt8(ascii: "\"") {
+            // A plain ASCII string (no escapes): a `String` straight from its bytes.
+            let start = parser.index + 1
+            var end = start
+            while end < bytes.count {
+                let b = bytes[end]
+                if b == UInt8(ascii: "\"") || b == UInt8(ascii: "\\") || b < 0x20 || b >= 0x80 { break }
+                end += 1
+            }
+            if end < bytes.count, bytes[end] == UInt8(ascii: "\"") {
+                parser.index = end + 1
+                return .string(bytes.withUnsafeBufferPointer { String(decoding: UnsafeBufferPointer(rebasing: $0[start..<end]), as: UTF8.self) })
+            }
+            return try parser.parseValue()
+        }
+        if first == UInt8(ascii: "-") || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(first) {
+            // An integer of at most 18 digits (no overflow), not followed by a fraction or an
+            // exponent: what `JSONParser.parseNumber` makes `.integer` of, without its `String`.
+            var i = parser.index
+            let negative = first == UInt8(ascii: "-")
+            if negative { i += 1 }
+            let digitsStart = i
+            var magnitude: Int64 = 0
+            while i < bytes.count, i - digitsStart < 19, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[i]) {
+                magnitude = magnitude &* 10 &+ Int64(bytes[i] &- UInt8(ascii: "0"))
+                i += 1
+            }
+            let digits = i - digitsStart
+            let plain = digits >= 1 && digits <= 18 && (digits == 1 || bytes[digitsStart] != UInt8(ascii: "0"))
+                && (i == bytes.count || (bytes[i] != UInt8(ascii: ".") && bytes[i] != UInt8(ascii: "e") && bytes[i] != UInt8(ascii: "E")
+                    && !(UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[i])))
+            if plain {
+                parser.index = i
+                return .integer(negative ? -magnitude : magnitude)
+            }
+        }
+        return try parser.parseValue()
+    }
+
+    /// A JSON string's contents as UTF-8 bytes, rejected (nil) exactly where
+    /// `JSONParser.parseString` throws: a control byte, a bad escape or surrogate, invalid UTF-8,
+    /// no closing quote. The parser stands on the opening quote; after, past the closing one.
+    static func parseStringBytes(_ parser: inout JSONParser) -> [UInt8]? {
+        let bytes = parser.bytes
+        return bytes.withUnsafeBufferPointer { input -> [UInt8]? in plainStringBytes.withUnsafeBufferPointer { plain -> [UInt8]? in
+            let start = parser.index + 1
+            // One pass, into room for the rest of the message: the contents are never longer
+            // unescaped (`\uXXXX` is 6 bytes for at most 3, a surrogate pair 12 for 4).
+            let end = input.count
+            var closed = false
+            var valid = true
+            var nonASCII: UInt8 = 0
+            var i = start
+            let out = [UInt8](unsafeUninitializedCapacity: end - start) { out, count in
+                var j = 0
+                func hex4() -> UInt32? {
+                    guard i + 4 <= end else { return nil }
+                    var value: UInt32 = 0
+                    for _ in 0..<4 {
+                        let b = input[i]
+                        let digit: UInt32
+                        switch b {
+                        case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = UInt32(b - UInt8(ascii: "0"))
+                        case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = UInt32(b - UInt8(ascii: "a") + 10)
+                        case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = UInt32(b - UInt8(ascii: "A") + 10)
+                        default: return nil
+                        }
+                        value = value << 4 | digit
+                        i += 1
+                    }
+                    return value
+                }
+                decoding: while i < end {
+                    // A run of bytes copied as they are: one table test per byte.
+                    var b = input[i]
+                    while plain[Int(b)] != 0 {
+                        nonASCII |= b
+                        out[j] = b
+                        i += 1
+                        j += 1
+                        guard i < end else { break decoding }
+                        b = input[i]
+                    }
+                    if b != UInt8(ascii: "\\") {
+                        if b == UInt8(ascii: "\"") { closed = true } else { valid = false }  // a control byte
+                        break decoding
+                    }
+                    guard i + 1 < end else { valid = false; break decoding }
+                    let escape = input[i + 1]
+                    i += 2
+                    let unescaped: UInt8
+                    switch escape {
+                    case UInt8(ascii: "\""): unescaped = 0x22
+                    case UInt8(ascii: "\\"): unescaped = 0x5C
+                    case UInt8(ascii: "/"): unescaped = 0x2F
+                    case UInt8(ascii: "b"): unescaped = 0x08
+                    case UInt8(ascii: "f"): unescaped = 0x0C
+                    case UInt8(ascii: "n"): unescaped = 0x0A
+                    case UInt8(ascii: "r"): unescaped = 0x0D
+                    case UInt8(ascii: "t"): unescaped = 0x09
+                    case UInt8(ascii: "u"):
+                        guard var scalar = hex4() else { valid = false; break decoding }
+                        if (0xD800..<0xDC00).contains(scalar) {
+                            guard i + 1 < end, input[i] == UInt8(ascii: "\\"), input[i + 1] == UInt8(ascii: "u") else { valid = false; break decoding }
+                            i += 2
+                            guard let low = hex4(), (0xDC00..<0xE000).contains(low) else { valid = false; break decoding }
+                            scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+                        } else if (0xDC00..<0xE000).contains(scalar) {
+                            valid = false
+                            break decoding
+                        }
+                        guard let unicode = Unicode.Scalar(scalar) else { valid = false; break decoding }
+                        for unit in UTF8.encode(unicode)! {
+                            out[j] = unit
+                            j += 1
+                        }
+                        continue decoding
+                    default:
+                        valid = false
+                        break decoding
+                    }
+                    out[j] = unescaped
+                    j += 1
+                }
+                count = j
+            }
+            guard valid, closed else { return nil }
+            // Raw non-ASCII bytes must be valid UTF-8 (escapes only ever produce valid text).
+            if nonASCII >= 0x80, out.withUnsafeBufferPointer({ String(validating: $0, as: UTF8.self) }) == nil { return nil }
+            parser.index = i + 1
+            return out
+        } }
+    }
+
+    /// 1 for a byte that stands for itself inside a JSON string (not `"`, `\\`, or a control byte).
+    private static let plainStringBytes: [UInt8] = (0..<256).map { $0 == 0x22 || $0 == 0x5C || $0 < 0x20 ? 0 : 1 }
 
     /// The index of a member name the protocol knows, nil for any other. A plain ASCII name
     /// is matched on its bytes; one with escapes or non-ASCII is decoded first.
@@ -363,39 +522,86 @@ struct DeviceJSONWriter {
         out.append(contentsOf: UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
     }
 
+    /// Decimal digits, written from the end of a 20-byte scratch buffer (no `String`).
     mutating func integer(_ value: Int64) {
-        out.append(contentsOf: String(value).utf8)
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
+            var magnitude = value.magnitude
+            var i = 20
+            repeat {
+                i -= 1
+                digits[i] = UInt8(truncatingIfNeeded: magnitude % 10) &+ UInt8(ascii: "0")
+                magnitude /= 10
+            } while magnitude != 0
+            if value < 0 { out.append(UInt8(ascii: "-")) }
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: digits[i..<20]))
+        }
     }
 
     mutating func string(_ value: String) {
         var value = value
-        value.withUTF8 { escaped($0) }
+        value.withUTF8 { _ = escaped($0, knownValid: true) }
     }
 
     /// Bytes as a JSON string; invalid UTF-8 becomes U+FFFD, as `String(decoding:)` does.
     mutating func string(utf8 bytes: [UInt8]) {
-        if bytes.allSatisfy({ $0 < 0x80 }) {
-            bytes.withUnsafeBufferPointer { escaped($0) }
-        } else {
-            string(String(decoding: bytes, as: UTF8.self))
-        }
+        let written = bytes.withUnsafeBufferPointer { escaped($0, knownValid: false) }
+        if !written { string(String(decoding: bytes, as: UTF8.self)) }
     }
 
-    private mutating func escaped(_ bytes: UnsafeBufferPointer<UInt8>) {
-        out.append(UInt8(ascii: "\""))
-        var runStart = 0
-        for (i, b) in bytes.enumerated() where b == UInt8(ascii: "\"") || b == UInt8(ascii: "\\") || b < 0x20 {
-            out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<i]))
-            switch b {
-            case UInt8(ascii: "\""): raw("\\\"")
-            case UInt8(ascii: "\\"): raw("\\\\")
-            default:
-                let hex: [UInt8] = Array("0123456789abcdef".utf8)
-                out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), hex[Int(b >> 4)], hex[Int(b & 0xF)]])
+    /// Per byte, its length inside a JSON string: 1 (as is: printable ASCII and every
+    /// non-ASCII byte), 2 (`\"`, `\\`), 6 (`\u00XX` for the other control bytes).
+    private static let escapedWidth: [UInt8] = (0..<256).map { b in
+        b == 0x22 || b == 0x5C ? 2 : b < 0x20 ? 6 : 1
+    }
+
+    /// The bytes as a quoted JSON string. A first pass (no branches) sums the escaped length;
+    /// nothing to escape (ids, tokens, topics) is one copy, else each byte is written into room
+    /// made for exactly that (a payload full of quotes was many short appends). False, writing
+    /// nothing, for non-ASCII bytes not `knownValid` as UTF-8.
+    private mutating func escaped(_ bytes: UnsafeBufferPointer<UInt8>, knownValid: Bool) -> Bool {
+        Self.escapedWidth.withUnsafeBufferPointer { width in
+            var length = 2
+            var all: UInt8 = 0
+            for b in bytes {
+                length &+= Int(width[Int(b)])
+                all |= b
             }
-            runStart = i + 1
+            if all >= 0x80, !knownValid { return false }
+            if length == bytes.count &+ 2 {
+                out.append(UInt8(ascii: "\""))
+                out.append(contentsOf: bytes)
+                out.append(UInt8(ascii: "\""))
+                return true
+            }
+            let start = out.count
+            out.append(contentsOf: repeatElement(0, count: length))
+            out.withUnsafeMutableBufferPointer { dst in
+                let hex: StaticString = "0123456789abcdef"
+                var j = start
+                dst[j] = UInt8(ascii: "\"")
+                j &+= 1
+                for b in bytes {
+                    switch width[Int(b)] {
+                    case 2:
+                        dst[j] = UInt8(ascii: "\\")
+                        dst[j &+ 1] = b
+                        j &+= 2
+                    case 6:
+                        dst[j] = UInt8(ascii: "\\")
+                        dst[j &+ 1] = UInt8(ascii: "u")
+                        dst[j &+ 2] = UInt8(ascii: "0")
+                        dst[j &+ 3] = UInt8(ascii: "0")
+                        dst[j &+ 4] = hex.utf8Start[Int(b >> 4)]
+                        dst[j &+ 5] = hex.utf8Start[Int(b & 0xF)]
+                        j &+= 6
+                    default:
+                        dst[j] = b
+                        j &+= 1
+                    }
+                }
+                dst[j] = UInt8(ascii: "\"")
+            }
+            return true
         }
-        out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart...]))
-        out.append(UInt8(ascii: "\""))
     }
 }
