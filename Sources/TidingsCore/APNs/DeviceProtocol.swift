@@ -228,16 +228,7 @@ extension DeviceMessage {
             guard let d = Data(base64Encoded: try stringField(key)) else { throw DeviceProtocolError("\(type): \(key.name) is not base64") }
             return Array(d)
         }
-        switch type {
-        case "challenge": self = .challenge(nonce: try base64Field(.nonce))
-        case "hello": self = .hello(publicKey: try base64Field(.publicKey), signature: try base64Field(.signature))
-        case "welcome": self = .welcome(deviceID: try stringField(.deviceID), batchedAcks: o[.acks] == .bool(true))
-        case "requestToken":
-            guard let env = APNsEnvironment(name: try stringField(.environment)) else { throw DeviceProtocolError("requestToken: unknown environment") }
-            self = .requestToken(requestID: try intField(.requestID), topic: try stringField(.topic), environment: env)
-        case "token": self = .token(requestID: try intField(.requestID), token: try stringField(.token))
-        case "removeApp": self = .removeApp(requestID: try intField(.requestID), topic: try stringField(.topic))
-        case "appRemoved": self = .appRemoved(requestID: try intField(.requestID))
+        switch type {  // `push` first: nearly every message is one
         case "push":
             func payloadField() throws(DeviceProtocolError) -> [UInt8] {
                 if let bytes = o.payloadBytes { return bytes }
@@ -249,6 +240,15 @@ extension DeviceMessage {
                                     topic: try stringField(.topic), pushType: pushType, priority: priority,
                                     collapseID: o[.collapseID]?.stringValue, expiresAt: try intField(.expiresAt),
                                     acceptedAt: try intField(.acceptedAt), payload: try payloadField()))
+        case "challenge": self = .challenge(nonce: try base64Field(.nonce))
+        case "hello": self = .hello(publicKey: try base64Field(.publicKey), signature: try base64Field(.signature))
+        case "welcome": self = .welcome(deviceID: try stringField(.deviceID), batchedAcks: o[.acks] == .bool(true))
+        case "requestToken":
+            guard let env = APNsEnvironment(name: try stringField(.environment)) else { throw DeviceProtocolError("requestToken: unknown environment") }
+            self = .requestToken(requestID: try intField(.requestID), topic: try stringField(.topic), environment: env)
+        case "token": self = .token(requestID: try intField(.requestID), token: try stringField(.token))
+        case "removeApp": self = .removeApp(requestID: try intField(.requestID), topic: try stringField(.topic))
+        case "appRemoved": self = .appRemoved(requestID: try intField(.requestID))
         case "ack": self = .ack(sequence: try intField(.sequence))
         case "acks":
             guard case .array(let items)? = o[.sequences] else { throw DeviceProtocolError("acks: missing sequences") }
@@ -281,13 +281,15 @@ struct DeviceMessageFields {
         /// The member name, as spelled on the wire.
         var name: String { Key.names[rawValue] }
 
+        /// How many there are (`allCases.count` would build the array of cases each time).
+        static let count = names.count
+
         static let names = ["type", "nonce", "publicKey", "signature", "deviceID", "acks", "requestID", "topic", "environment",
                             "token", "sequence", "sequences", "apnsID", "pushType", "priority", "collapseID", "expiresAt",
                             "acceptedAt", "payload", "event", "id", "reason", "message"]
     }
 
-    private static let keyBytes: [[UInt8]] = Key.names.map { Array($0.utf8) }
-    private var values = [JSONValue?](repeating: nil, count: Key.allCases.count)
+    private var values = [JSONValue?](repeating: nil, count: Key.count)
     /// A `payload` that was a string, as its UTF-8 bytes (then `self[.payload]` is nil): the
     /// push's payload without a `String` in between.
     private(set) var payloadBytes: [UInt8]?
@@ -493,6 +495,33 @@ struct DeviceMessageFields {
     /// 1 for a byte that stands for itself inside a JSON string (not `"`, `\\`, or a control byte).
     private static let plainStringBytes: [UInt8] = (0..<256).map { $0 == 0x22 || $0 == 0x5C || $0 < 0x20 ? 0 : 1 }
 
+    /// The index of the member name `name` (its UTF-8 bytes) in `Key.names`, nil for any other:
+    /// one switch on the length, then at most five byte comparisons (no array of names touched,
+    /// so no reference counting per member).
+    static func keyIndex(_ name: UnsafeBufferPointer<UInt8>) -> Int? {
+        func equals(_ candidate: StaticString) -> Bool {
+            candidate.utf8CodeUnitCount == name.count && memcmp(candidate.utf8Start, name.baseAddress!, name.count) == 0
+        }
+        let key: Key?
+        switch name.count {
+        case 2: key = equals("id") ? .id : nil
+        case 4: key = equals("type") ? .type : equals("acks") ? .acks : nil
+        case 5: key = equals("nonce") ? .nonce : equals("topic") ? .topic : equals("token") ? .token : equals("event") ? .event : nil
+        case 6: key = equals("apnsID") ? .apnsID : equals("reason") ? .reason : nil
+        case 7: key = equals("payload") ? .payload : equals("message") ? .message : nil
+        case 8:
+            key = equals("sequence") ? .sequence : equals("pushType") ? .pushType : equals("priority") ? .priority
+                : equals("deviceID") ? .deviceID : nil
+        case 9:
+            key = equals("expiresAt") ? .expiresAt : equals("requestID") ? .requestID : equals("sequences") ? .sequences
+                : equals("publicKey") ? .publicKey : equals("signature") ? .signature : nil
+        case 10: key = equals("acceptedAt") ? .acceptedAt : equals("collapseID") ? .collapseID : nil
+        case 11: key = equals("environment") ? .environment : nil
+        default: key = nil
+        }
+        return key?.rawValue
+    }
+
     /// The index of a member name the protocol knows, nil for any other. A plain ASCII name
     /// is matched on its bytes; one with escapes or non-ASCII is decoded first.
     private static func parseKey(_ parser: inout JSONParser) throws(JSONParseError) -> Int? {
@@ -506,8 +535,7 @@ struct DeviceMessageFields {
         }
         if end < bytes.count, bytes[end] == UInt8(ascii: "\"") {
             parser.index = end + 1
-            let name = bytes[start..<end]
-            return keyBytes.firstIndex { $0.count == name.count && $0.elementsEqual(name) }
+            return bytes.withUnsafeBufferPointer { keyIndex(UnsafeBufferPointer(rebasing: $0[start..<end])) }
         }
         let name = try parser.parseString()
         return Key.names.firstIndex(of: name)
