@@ -361,8 +361,12 @@ final class DeviceClientHandler: ChannelInboundHandler {
 
     private func deliverReceived() {
         guard !received.isEmpty else { return }
-        shared.pushBuffer.append(received)
-        received.removeAll(keepingCapacity: true)
+        // The burst is handed over, not shared: the consumer owns its array alone (reversing
+        // it in place copies no push), and the next burst gets a buffer of its own.
+        var burst: [DevicePush] = []
+        burst.reserveCapacity(received.count)
+        swap(&burst, &received)
+        shared.pushBuffer.append(burst)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
@@ -437,17 +441,19 @@ final class DevicePushBuffer: Sendable {
 
     private let state = Mutex(State())
 
-    func append(_ pushes: [DevicePush]) {
-        let waiter = state.withLock { s -> (CheckedContinuation<[DevicePush], any Error>, [DevicePush])? in
+    func append(_ pushes: consuming [DevicePush]) {
+        // Moved, never copied: the consumer's array is then its alone.
+        var pushes = pushes
+        let waiter = state.withLock { s -> CheckedContinuation<[DevicePush], any Error>? in
             if s.finished || s.cancelled { return nil }
             if let waiter = s.waiter {
                 s.waiter = nil
-                return (waiter, pushes)
+                return waiter
             }
-            s.pending.append(contentsOf: pushes)
+            if s.pending.isEmpty { swap(&s.pending, &pushes) } else { s.pending.append(contentsOf: pushes) }
             return nil
         }
-        if let (waiter, pushes) = waiter { waiter.resume(returning: pushes) }
+        waiter?.resume(returning: pushes)
     }
 
     /// No more pushes; what is pending is still taken first, then `error` is thrown once.

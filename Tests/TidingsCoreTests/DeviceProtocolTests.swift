@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-import TidingsCore
+@testable import TidingsCore
 
 /// The device channel's codec: the fast decoder and the hand-written encoder agree with the
 /// reference (`JSONValue`) ones.
@@ -210,5 +210,22 @@ struct SplitMix64 {
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
         z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
         return z ^ (z >> 31)
+    }
+}
+
+/// The decoder's member-name switch knows every name in `Key.names`, each as its own key, and
+/// nothing else of those lengths.
+@Suite("Device protocol member names")
+struct DeviceProtocolKeyTests {
+    @Test func everyMemberNameMapsToItsKey() {
+        for (index, name) in DeviceMessageFields.Key.names.enumerated() {
+            let bytes = Array(name.utf8)
+            #expect(bytes.withUnsafeBufferPointer { DeviceMessageFields.keyIndex($0) } == index, "\(name)")
+            var changed = bytes
+            changed[changed.count - 1] ^= 0x20
+            #expect(changed.withUnsafeBufferPointer { DeviceMessageFields.keyIndex($0) } == nil, "\(name) changed")
+        }
+        #expect([UInt8]().withUnsafeBufferPointer { DeviceMessageFields.keyIndex($0) } == nil)
+        #expect(DeviceMessageFields.Key.count == DeviceMessageFields.Key.allCases.count)
     }
 }

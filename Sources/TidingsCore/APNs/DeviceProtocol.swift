@@ -197,7 +197,10 @@ extension DeviceMessage {
     /// object once and keeps only the members the protocol names (no dictionary of every
     /// member); accepts and rejects exactly what `referenceDecoded` does.
     public init(decoding bytes: some Collection<UInt8>) throws(DeviceProtocolError) {
-        guard let fields = DeviceMessageFields(parsing: Array(bytes)) else {
+        // Parsed where the bytes lie (a `ByteBuffer`'s view, an array): no copy of the frame.
+        let parsed = bytes.withContiguousStorageIfAvailable { DeviceMessageFields(parsing: $0) }
+            ?? Array(bytes).withUnsafeBufferPointer { DeviceMessageFields(parsing: $0) }
+        guard let fields = parsed else {
             throw DeviceProtocolError("not a JSON object with a type")
         }
         try self.init(fields: fields)
@@ -228,16 +231,7 @@ extension DeviceMessage {
             guard let d = Data(base64Encoded: try stringField(key)) else { throw DeviceProtocolError("\(type): \(key.name) is not base64") }
             return Array(d)
         }
-        switch type {
-        case "challenge": self = .challenge(nonce: try base64Field(.nonce))
-        case "hello": self = .hello(publicKey: try base64Field(.publicKey), signature: try base64Field(.signature))
-        case "welcome": self = .welcome(deviceID: try stringField(.deviceID), batchedAcks: o[.acks] == .bool(true))
-        case "requestToken":
-            guard let env = APNsEnvironment(name: try stringField(.environment)) else { throw DeviceProtocolError("requestToken: unknown environment") }
-            self = .requestToken(requestID: try intField(.requestID), topic: try stringField(.topic), environment: env)
-        case "token": self = .token(requestID: try intField(.requestID), token: try stringField(.token))
-        case "removeApp": self = .removeApp(requestID: try intField(.requestID), topic: try stringField(.topic))
-        case "appRemoved": self = .appRemoved(requestID: try intField(.requestID))
+        switch type {  // `push` first: nearly every message is one
         case "push":
             func payloadField() throws(DeviceProtocolError) -> [UInt8] {
                 if let bytes = o.payloadBytes { return bytes }
@@ -249,6 +243,15 @@ extension DeviceMessage {
                                     topic: try stringField(.topic), pushType: pushType, priority: priority,
                                     collapseID: o[.collapseID]?.stringValue, expiresAt: try intField(.expiresAt),
                                     acceptedAt: try intField(.acceptedAt), payload: try payloadField()))
+        case "challenge": self = .challenge(nonce: try base64Field(.nonce))
+        case "hello": self = .hello(publicKey: try base64Field(.publicKey), signature: try base64Field(.signature))
+        case "welcome": self = .welcome(deviceID: try stringField(.deviceID), batchedAcks: o[.acks] == .bool(true))
+        case "requestToken":
+            guard let env = APNsEnvironment(name: try stringField(.environment)) else { throw DeviceProtocolError("requestToken: unknown environment") }
+            self = .requestToken(requestID: try intField(.requestID), topic: try stringField(.topic), environment: env)
+        case "token": self = .token(requestID: try intField(.requestID), token: try stringField(.token))
+        case "removeApp": self = .removeApp(requestID: try intField(.requestID), topic: try stringField(.topic))
+        case "appRemoved": self = .appRemoved(requestID: try intField(.requestID))
         case "ack": self = .ack(sequence: try intField(.sequence))
         case "acks":
             guard case .array(let items)? = o[.sequences] else { throw DeviceProtocolError("acks: missing sequences") }
@@ -281,13 +284,15 @@ struct DeviceMessageFields {
         /// The member name, as spelled on the wire.
         var name: String { Key.names[rawValue] }
 
+        /// How many there are (`allCases.count` would build the array of cases each time).
+        static let count = names.count
+
         static let names = ["type", "nonce", "publicKey", "signature", "deviceID", "acks", "requestID", "topic", "environment",
                             "token", "sequence", "sequences", "apnsID", "pushType", "priority", "collapseID", "expiresAt",
                             "acceptedAt", "payload", "event", "id", "reason", "message"]
     }
 
-    private static let keyBytes: [[UInt8]] = Key.names.map { Array($0.utf8) }
-    private var values = [JSONValue?](repeating: nil, count: Key.allCases.count)
+    private var values = [JSONValue?](repeating: nil, count: Key.count)
     /// A `payload` that was a string, as its UTF-8 bytes (then `self[.payload]` is nil): the
     /// push's payload without a `String` in between.
     private(set) var payloadBytes: [UInt8]?
@@ -302,16 +307,16 @@ struct DeviceMessageFields {
     /// Parses a JSON text whose top level is an object, as `JSONValue(parsing:)` does (same
     /// grammar, depth limit, and last value for a repeated key); nil when it would throw or
     /// the top level is not an object.
-    init?(parsing bytes: [UInt8]) {
-        var parser = JSONParser(bytes: bytes)
-        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { parser.index = 3 }
+    init?(parsing bytes: UnsafeBufferPointer<UInt8>) {
+        var parser = Input(bytes: bytes)
+        if bytes.count >= 3, bytes[0] == 0xEF, bytes[1] == 0xBB, bytes[2] == 0xBF { parser.index = 3 }
         parser.skipWhitespace()
         guard parser.index < bytes.count, bytes[parser.index] == UInt8(ascii: "{") else {
             // Not an object: whatever it is, the message is rejected (after the same checks).
             return nil
         }
         do {
-            try parser.enter()
+            if JSONValue.maximumDepth < 1 { return nil }  // as `JSONParser.enter()` for the object
             parser.index += 1
             parser.skipWhitespace()
             if parser.index < bytes.count, bytes[parser.index] == UInt8(ascii: "}") {
@@ -352,9 +357,9 @@ struct DeviceMessageFields {
 
     /// A member's value: strings and integers (all a push has) without the general parser's
     /// intermediate `String`s; anything else through it.
-    private static func parseValue(_ parser: inout JSONParser) throws(JSONParseError) -> JSONValue {
+    private static func parseValue(_ parser: inout Input) throws(JSONParseError) -> JSONValue {
         let bytes = parser.bytes
-        guard parser.index < bytes.count else { return try parser.parseValue() }
+        guard parser.index < bytes.count else { return try parser.general { (p: inout JSONParser) throws(JSONParseError) in try p.parseValue() } }
         let first = bytes[parser.index]
         if first == UInt8(ascii: "\"") {
             // A plain ASCII string (no escapes): a `String` straight from its bytes.
@@ -367,9 +372,9 @@ struct DeviceMessageFields {
             }
             if end < bytes.count, bytes[end] == UInt8(ascii: "\"") {
                 parser.index = end + 1
-                return .string(bytes.withUnsafeBufferPointer { String(decoding: UnsafeBufferPointer(rebasing: $0[start..<end]), as: UTF8.self) })
+                return .string(String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self))
             }
-            return try parser.parseValue()
+            return try parser.general { (p: inout JSONParser) throws(JSONParseError) in try p.parseValue() }
         }
         if first == UInt8(ascii: "-") || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(first) {
             // An integer of at most 18 digits (no overflow), not followed by a fraction or an
@@ -392,15 +397,15 @@ struct DeviceMessageFields {
                 return .integer(negative ? -magnitude : magnitude)
             }
         }
-        return try parser.parseValue()
+        return try parser.general { (p: inout JSONParser) throws(JSONParseError) in try p.parseValue() }
     }
 
     /// A JSON string's contents as UTF-8 bytes, rejected (nil) exactly where
     /// `JSONParser.parseString` throws: a control byte, a bad escape or surrogate, invalid UTF-8,
     /// no closing quote. The parser stands on the opening quote; after, past the closing one.
-    static func parseStringBytes(_ parser: inout JSONParser) -> [UInt8]? {
-        let bytes = parser.bytes
-        return bytes.withUnsafeBufferPointer { input -> [UInt8]? in plainStringBytes.withUnsafeBufferPointer { plain -> [UInt8]? in
+    fileprivate static func parseStringBytes(_ parser: inout Input) -> [UInt8]? {
+        let input = parser.bytes
+        return plainStringBytes.withUnsafeBufferPointer { plain -> [UInt8]? in
             let start = parser.index + 1
             // One pass, into room for the rest of the message: the contents are never longer
             // unescaped (`\uXXXX` is 6 bytes for at most 3, a surrogate pair 12 for 4).
@@ -487,15 +492,42 @@ struct DeviceMessageFields {
             if nonASCII >= 0x80, out.withUnsafeBufferPointer({ String(validating: $0, as: UTF8.self) }) == nil { return nil }
             parser.index = i + 1
             return out
-        } }
+        }
     }
 
     /// 1 for a byte that stands for itself inside a JSON string (not `"`, `\\`, or a control byte).
     private static let plainStringBytes: [UInt8] = (0..<256).map { $0 == 0x22 || $0 == 0x5C || $0 < 0x20 ? 0 : 1 }
 
+    /// The index of the member name `name` (its UTF-8 bytes) in `Key.names`, nil for any other:
+    /// one switch on the length, then at most five byte comparisons (no array of names touched,
+    /// so no reference counting per member).
+    static func keyIndex(_ name: UnsafeBufferPointer<UInt8>) -> Int? {
+        func equals(_ candidate: StaticString) -> Bool {
+            candidate.utf8CodeUnitCount == name.count && memcmp(candidate.utf8Start, name.baseAddress!, name.count) == 0
+        }
+        let key: Key?
+        switch name.count {
+        case 2: key = equals("id") ? .id : nil
+        case 4: key = equals("type") ? .type : equals("acks") ? .acks : nil
+        case 5: key = equals("nonce") ? .nonce : equals("topic") ? .topic : equals("token") ? .token : equals("event") ? .event : nil
+        case 6: key = equals("apnsID") ? .apnsID : equals("reason") ? .reason : nil
+        case 7: key = equals("payload") ? .payload : equals("message") ? .message : nil
+        case 8:
+            key = equals("sequence") ? .sequence : equals("pushType") ? .pushType : equals("priority") ? .priority
+                : equals("deviceID") ? .deviceID : nil
+        case 9:
+            key = equals("expiresAt") ? .expiresAt : equals("requestID") ? .requestID : equals("sequences") ? .sequences
+                : equals("publicKey") ? .publicKey : equals("signature") ? .signature : nil
+        case 10: key = equals("acceptedAt") ? .acceptedAt : equals("collapseID") ? .collapseID : nil
+        case 11: key = equals("environment") ? .environment : nil
+        default: key = nil
+        }
+        return key?.rawValue
+    }
+
     /// The index of a member name the protocol knows, nil for any other. A plain ASCII name
     /// is matched on its bytes; one with escapes or non-ASCII is decoded first.
-    private static func parseKey(_ parser: inout JSONParser) throws(JSONParseError) -> Int? {
+    private static func parseKey(_ parser: inout Input) throws(JSONParseError) -> Int? {
         let bytes = parser.bytes
         let start = parser.index + 1
         var end = start
@@ -506,11 +538,41 @@ struct DeviceMessageFields {
         }
         if end < bytes.count, bytes[end] == UInt8(ascii: "\"") {
             parser.index = end + 1
-            let name = bytes[start..<end]
-            return keyBytes.firstIndex { $0.count == name.count && $0.elementsEqual(name) }
+            return keyIndex(UnsafeBufferPointer(rebasing: bytes[start..<end]))
         }
-        let name = try parser.parseString()
+        let name = try parser.general { (p: inout JSONParser) throws(JSONParseError) in try p.parseString() }
         return Key.names.firstIndex(of: name)
+    }
+}
+
+/// The bytes `DeviceMessageFields` parses, where they lie, and its place in them. What its own
+/// paths do not handle goes to `JSONParser`, over one copy made on first need.
+private struct Input {
+    let bytes: UnsafeBufferPointer<UInt8>
+    var index = 0
+    private var copy: [UInt8]?
+
+    init(bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
+
+    mutating func skipWhitespace() {
+        while index < bytes.count {
+            switch bytes[index] {
+            case 0x20, 0x09, 0x0A, 0x0D: index += 1
+            default: return
+            }
+        }
+    }
+
+    /// `body` on a `JSONParser` standing where this input does, inside the top-level object
+    /// (depth 1); this input then stands where it stopped.
+    mutating func general<T>(_ body: (inout JSONParser) throws(JSONParseError) -> T) throws(JSONParseError) -> T {
+        if copy == nil { copy = Array(bytes) }
+        var parser = JSONParser(bytes: copy!)
+        parser.index = index
+        parser.depth = 1
+        let result = try body(&parser)
+        index = parser.index
+        return result
     }
 }
 
