@@ -256,7 +256,7 @@ let package = Package(
             path: "Tests/TidingsTestSupport",
             swiftSettings: swiftSettings
         ),
-        .testTarget(name: "TidingsCoreTests", dependencies: ["TidingsCore"], swiftSettings: swiftSettings),
+        .testTarget(name: "TidingsCoreTests", dependencies: ["TidingsCore", "TidingsTesting"], swiftSettings: swiftSettings),
         .testTarget(
             name: "UserNotificationsTests",
             dependencies: ["UserNotifications", "UserNotificationsUI", "TidingsTesting", "TidingsEngine"],

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TidingsTesting
 @testable import TidingsCore
 
 /// The device channel's codec: the fast decoder and the hand-written encoder agree with the
@@ -201,17 +202,6 @@ struct DeviceJSONWriterProbe {
     }
 }
 
-struct SplitMix64 {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 /// The decoder's member-name switch knows every name in `Key.names`, each as its own key, and
 /// nothing else of those lengths.

@@ -4,6 +4,7 @@ import NIOHPACK
 import NIOHTTP2
 import Testing
 @testable import TidingsGateway
+import TidingsTesting
 
 /// `RepeatedAuthorizationHandler`: a repeated provider token reaches NIOHPACK as plain text, and
 /// every header block decodes to exactly the fields it carried.
@@ -316,17 +317,7 @@ struct RepeatedAuthorizationTests {
     /// cut into random reads; a fixed seed, 500 streams) never crash it, and whenever the
     /// client's bytes decode, what it passed on decodes to the same fields.
     @Test func damagedStreamsNeverCrashItAndDecodeTheSame() throws {
-        struct SplitMix64: RandomNumberGenerator {
-            var state: UInt64
-            mutating func next() -> UInt64 {
-                state &+= 0x9E37_79B9_7F4A_7C15
-                var z = state
-                z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-                z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-                return z ^ (z >> 31)
-            }
-        }
-        var random = SplitMix64(state: 20261122)
+        var random = SplitMix64(seed: 20261122)
         var base = ClientStream()
         for i in 0..<8 {
             base.headers(UInt32(2 * i + 1), ClientStream.fields(i % 4 == 3 ? Self.tokenB : Self.tokenA), priority: i % 3 == 0)

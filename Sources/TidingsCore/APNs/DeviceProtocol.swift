@@ -363,17 +363,7 @@ struct DeviceMessageFields {
         let first = bytes[parser.index]
         if first == UInt8(ascii: "\"") {
             // A plain ASCII string (no escapes): a `String` straight from its bytes.
-            let start = parser.index + 1
-            var end = start
-            while end < bytes.count {
-                let b = bytes[end]
-                if b == UInt8(ascii: "\"") || b == UInt8(ascii: "\\") || b < 0x20 || b >= 0x80 { break }
-                end += 1
-            }
-            if end < bytes.count, bytes[end] == UInt8(ascii: "\"") {
-                parser.index = end + 1
-                return .string(String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self))
-            }
+            if let plain = plainString(&parser) { return .string(String(decoding: plain, as: UTF8.self)) }
             return try parser.general { (p: inout JSONParser) throws(JSONParseError) in try p.parseValue() }
         }
         if first == UInt8(ascii: "-") || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(first) {
@@ -525,9 +515,10 @@ struct DeviceMessageFields {
         return key?.rawValue
     }
 
-    /// The index of a member name the protocol knows, nil for any other. A plain ASCII name
-    /// is matched on its bytes; one with escapes or non-ASCII is decoded first.
-    private static func parseKey(_ parser: inout Input) throws(JSONParseError) -> Int? {
+    /// The string starting at the parser's quote when it is plain ASCII (no escapes, no
+    /// control bytes): its bytes, and the parser moved past its closing quote. Nil (the parser
+    /// unmoved) for anything else, which the general parser then reads.
+    private static func plainString(_ parser: inout Input) -> UnsafeBufferPointer<UInt8>? {
         let bytes = parser.bytes
         let start = parser.index + 1
         var end = start
@@ -536,10 +527,15 @@ struct DeviceMessageFields {
             if b == UInt8(ascii: "\"") || b == UInt8(ascii: "\\") || b < 0x20 || b >= 0x80 { break }
             end += 1
         }
-        if end < bytes.count, bytes[end] == UInt8(ascii: "\"") {
-            parser.index = end + 1
-            return keyIndex(UnsafeBufferPointer(rebasing: bytes[start..<end]))
-        }
+        guard end < bytes.count, bytes[end] == UInt8(ascii: "\"") else { return nil }
+        parser.index = end + 1
+        return UnsafeBufferPointer(rebasing: bytes[start..<end])
+    }
+
+    /// The index of a member name the protocol knows, nil for any other. A plain ASCII name
+    /// is matched on its bytes; one with escapes or non-ASCII is decoded first.
+    private static func parseKey(_ parser: inout Input) throws(JSONParseError) -> Int? {
+        if let plain = plainString(&parser) { return keyIndex(plain) }
         let name = try parser.general { (p: inout JSONParser) throws(JSONParseError) in try p.parseString() }
         return Key.names.firstIndex(of: name)
     }
