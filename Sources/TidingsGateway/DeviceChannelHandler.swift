@@ -188,7 +188,11 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
         }
         handshakeTimeout?.cancel()
         handshakeTimeout = nil
-        let session = DeviceSession(deviceID: deviceID, channel: context.channel, core: core)
+        let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+        let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        let session = DeviceSession(deviceID: deviceID, channel: context.channel, core: core) { message in
+            handler.value.fail(message, reason: APNsReason.internalServerError.rawValue, context: bound.value)
+        }
         state = .ready(session)
         if let old = core.hub.attach(session) { old.channel.close(promise: nil) }
         send(.welcome(deviceID: deviceID, batchedAcks: true), context: context)

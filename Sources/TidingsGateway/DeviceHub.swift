@@ -54,11 +54,15 @@ final class DeviceSession: Sendable {
     let channel: any Channel
     private let core: GatewayCore
     private let state: NIOLoopBoundBox<DeviceDeliveryStateMachine>
+    /// On the event loop: closes the connection with an `InternalServerError` message (the
+    /// channel handler's own path, which logs, sends the error and detaches the session).
+    private let fail: @Sendable (String) -> Void
 
-    init(deviceID: String, channel: any Channel, core: GatewayCore) {
+    init(deviceID: String, channel: any Channel, core: GatewayCore, fail: @escaping @Sendable (String) -> Void) {
         self.deviceID = deviceID
         self.channel = channel
         self.core = core
+        self.fail = fail
         let machine = DeviceDeliveryStateMachine(pageSize: core.configuration.deviceBacklogPageSize,
                                                  pagesInFlight: core.configuration.deviceBacklogPagesInFlight)
         self.state = NIOLoopBoundBox(machine, eventLoop: channel.eventLoop)
@@ -102,16 +106,7 @@ final class DeviceSession: Sendable {
                 send(actions.send)
                 if let next = actions.read { read(next) }
             case .failure(let error):
-                guard state.value.pageFailed() else { return }
-                var logger = core.logger
-                logger[metadataKey: "channel"] = "device"
-                logger[metadataKey: "device"] = "\(deviceID.prefix(8))…"
-                logger.info("closing device connection", metadata: ["error": "cannot load stored pushes: \(error)"])
-                var frame: [UInt8] = []
-                DeviceMessage.error(requestID: nil, reason: APNsReason.internalServerError.rawValue,
-                                    message: "cannot load stored pushes: \(error)").appendFrame(to: &frame)
-                channel.writeAndFlush(channel.allocator.buffer(bytes: frame), promise: nil)
-                channel.close(promise: nil)
+                if state.value.pageFailed() { fail("cannot load stored pushes: \(error)") }
             }
         }
     }

@@ -198,15 +198,13 @@ public final class Gateway: Service, Sendable {
 
         let core = self.core
         let useTLS = configuration.providerTransport == .tls
-        var settings: HTTP2Settings = [
+        let initialSettings: HTTP2Settings = [
             HTTP2Setting(parameter: .headerTableSize, value: 4096),
             HTTP2Setting(parameter: .maxConcurrentStreams, value: configuration.unauthenticatedStreamLimit),
             HTTP2Setting(parameter: .initialWindowSize, value: 65535),
             HTTP2Setting(parameter: .maxFrameSize, value: Self.providerMaximumFrameSize),
             HTTP2Setting(parameter: .maxHeaderListSize, value: 8000),
         ]
-        settings = settings.filter { _ in true }
-        let initialSettings = settings
 
         let provider = try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 1024)

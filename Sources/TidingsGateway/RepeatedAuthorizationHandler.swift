@@ -60,7 +60,7 @@ final class RepeatedAuthorizationHandler: ChannelInboundHandler, RemovableChanne
     /// How many header blocks had their token rewritten (for tests).
     private(set) var rewrittenBlocks = 0
 
-    init(maximumFrameSize: Int = 16384) {
+    init(maximumFrameSize: Int = Gateway.providerMaximumFrameSize) {
         self.maximumFrameSize = maximumFrameSize
     }
 

@@ -407,20 +407,8 @@ struct DeviceMessageFields {
             let out = [UInt8](unsafeUninitializedCapacity: end - start) { out, count in
                 var j = 0
                 func hex4() -> UInt32? {
-                    guard i + 4 <= end else { return nil }
-                    var value: UInt32 = 0
-                    for _ in 0..<4 {
-                        let b = input[i]
-                        let digit: UInt32
-                        switch b {
-                        case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = UInt32(b - UInt8(ascii: "0"))
-                        case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = UInt32(b - UInt8(ascii: "a") + 10)
-                        case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = UInt32(b - UInt8(ascii: "A") + 10)
-                        default: return nil
-                        }
-                        value = value << 4 | digit
-                        i += 1
-                    }
+                    guard let value = JSONParser.hex4(input, at: i) else { return nil }
+                    i += 4
                     return value
                 }
                 decoding: while i < end {

@@ -277,18 +277,25 @@ struct JSONParser {
 
     mutating func parseHex4() throws(JSONParseError) -> UInt32 {
         guard index + 4 <= bytes.count else { throw fail("unexpected end") }
+        guard let value = bytes.withUnsafeBufferPointer({ Self.hex4($0, at: index) }) else { throw fail("invalid \\u escape") }
+        index += 4
+        return value
+    }
+
+    /// The four hex digits of a `\uXXXX` escape at `index`, nil when they are not all there
+    /// (shared with the device decoder's string path).
+    static func hex4(_ bytes: UnsafeBufferPointer<UInt8>, at index: Int) -> UInt32? {
+        guard index + 4 <= bytes.count else { return nil }
         var value: UInt32 = 0
-        for _ in 0..<4 {
-            let b = bytes[index]
+        for b in bytes[index..<(index + 4)] {
             let digit: UInt32
             switch b {
             case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = UInt32(b - UInt8(ascii: "0"))
             case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = UInt32(b - UInt8(ascii: "a") + 10)
             case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = UInt32(b - UInt8(ascii: "A") + 10)
-            default: throw fail("invalid \\u escape")
+            default: return nil
             }
             value = value << 4 | digit
-            index += 1
         }
         return value
     }

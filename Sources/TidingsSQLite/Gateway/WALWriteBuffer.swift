@@ -113,6 +113,16 @@ enum WALWriteBuffer {
         return code
     }
 
+    /// Writes the buffer out, then lets the default VFS's file do `call`: for every method that
+    /// needs the file as written.
+    private static func afterFlush(_ file: UnsafeMutablePointer<sqlite3_file>?,
+                                   _ call: (UnsafeMutablePointer<sqlite3_file>, sqlite3_io_methods) -> CInt) -> CInt {
+        let flushed = flush(file)
+        if flushed != SQLITE_OK { return flushed }
+        let (r, inner) = inner(file)
+        return call(r, inner)
+    }
+
     private static func makeMethods() -> UnsafeMutablePointer<sqlite3_io_methods> {
         var m = sqlite3_io_methods()
         m.iVersion = 3
@@ -127,10 +137,7 @@ enum WALWriteBuffer {
             return flushed != SQLITE_OK ? flushed : closed
         }
         m.xRead = { file, data, amount, offset in
-            let flushed = WALWriteBuffer.flush(file)
-            if flushed != SQLITE_OK { return flushed }
-            let (r, inner) = WALWriteBuffer.inner(file)
-            return inner.xRead!(r, data, amount, offset)
+            WALWriteBuffer.afterFlush(file) { r, inner in inner.xRead!(r, data, amount, offset) }
         }
         m.xWrite = { file, data, amount, offset in
             let s = WALWriteBuffer.state(file!)
@@ -153,22 +160,13 @@ enum WALWriteBuffer {
             return SQLITE_OK
         }
         m.xTruncate = { file, size in
-            let flushed = WALWriteBuffer.flush(file)
-            if flushed != SQLITE_OK { return flushed }
-            let (r, inner) = WALWriteBuffer.inner(file)
-            return inner.xTruncate!(r, size)
+            WALWriteBuffer.afterFlush(file) { r, inner in inner.xTruncate!(r, size) }
         }
         m.xSync = { file, flags in
-            let flushed = WALWriteBuffer.flush(file)
-            if flushed != SQLITE_OK { return flushed }
-            let (r, inner) = WALWriteBuffer.inner(file)
-            return inner.xSync!(r, flags)
+            WALWriteBuffer.afterFlush(file) { r, inner in inner.xSync!(r, flags) }
         }
         m.xFileSize = { file, size in
-            let flushed = WALWriteBuffer.flush(file)
-            if flushed != SQLITE_OK { return flushed }
-            let (r, inner) = WALWriteBuffer.inner(file)
-            return inner.xFileSize!(r, size)
+            WALWriteBuffer.afterFlush(file) { r, inner in inner.xFileSize!(r, size) }
         }
         m.xLock = { file, lock in
             let (r, inner) = WALWriteBuffer.inner(file)
@@ -214,11 +212,10 @@ enum WALWriteBuffer {
             return unmap(r, delete)
         }
         m.xFetch = { file, offset, amount, pointer in
-            let flushed = WALWriteBuffer.flush(file)
-            if flushed != SQLITE_OK { return flushed }
-            let (r, inner) = WALWriteBuffer.inner(file)
-            guard let fetch = inner.xFetch else { pointer?.pointee = nil; return SQLITE_OK }
-            return fetch(r, offset, amount, pointer)
+            WALWriteBuffer.afterFlush(file) { r, inner in
+                guard let fetch = inner.xFetch else { pointer?.pointee = nil; return SQLITE_OK }
+                return fetch(r, offset, amount, pointer)
+            }
         }
         m.xUnfetch = { file, offset, pointer in
             let (r, inner) = WALWriteBuffer.inner(file)
