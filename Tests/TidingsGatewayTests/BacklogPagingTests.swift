@@ -27,18 +27,47 @@ struct BacklogPagingTests {
         return (key, token)
     }
 
-    /// One provider token per connection (a new one on every request would be
-    /// `TooManyProviderTokenUpdates`).
-    static func send(_ h: GatewayHarness, _ c: APNsConnection, auth: String, token: String, count: Int, tag: String,
-                     topic: String = GatewayHarness.bundleID, extra: (Int) -> [(String, String)] = { _ in [] }) async throws -> [String] {
-        var ids: [String] = []
-        for i in 0..<count {
-            let r = try await c.send(h.request(token: token, topic: topic, authorization: auth, extra: extra(i),
-                                               body: #"{"aps":{"alert":"\#(tag)\#(i)"}}"#))
-            #expect(r.status == 200)
-            ids.append(try #require(r.apnsID))
+    /// A provider connection with its token (one per connection: a new one on every request
+    /// would be `TooManyProviderTokenUpdates`).
+    struct Provider {
+        let h: GatewayHarness
+        let c: APNsConnection
+        let auth: String
+
+        init(_ h: GatewayHarness) async throws {
+            self.h = h
+            c = try await h.connect()
+            auth = try h.bearer()
         }
-        return ids
+
+        /// `count` pushes to `token`, each answered 200; their apns-ids.
+        func send(token: String, count: Int, tag: String, topic: String = GatewayHarness.bundleID,
+                  extra: (Int) -> [(String, String)] = { _ in [] }) async throws -> [String] {
+            var ids: [String] = []
+            for i in 0..<count {
+                let r = try await c.send(h.request(token: token, topic: topic, authorization: auth, extra: extra(i),
+                                                   body: #"{"aps":{"alert":"\#(tag)\#(i)"}}"#))
+                #expect(r.status == 200)
+                ids.append(try #require(r.apnsID))
+            }
+            return ids
+        }
+
+        /// After everything arrived, one more push: if it is the next to arrive, nothing else
+        /// was queued behind the backlog (no duplicate after the last expected push).
+        func expectNothingMoreThen(token: String, collector: PushCollector, already: Int) async throws {
+            let marker = try await send(token: token, count: 1, tag: "marker")
+            let got = await collector.wait(for: already + 1, timeout: .seconds(10))
+            #expect(got.count == already + 1)
+            #expect(got.last?.apnsID == marker.first)
+        }
+
+        /// Closes the provider connection, the device and the gateway.
+        func finish(_ device: DeviceConnection) async {
+            await c.close()
+            await device.close()
+            await h.stop()
+        }
     }
 
     /// Every push once, in strictly increasing sequence order.
@@ -48,32 +77,19 @@ struct BacklogPagingTests {
         #expect(Set(got.map(\.apnsID)).count == got.count, "no apns-id twice", sourceLocation: sourceLocation)
     }
 
-    /// After everything arrived, one more push: if it is the next to arrive, nothing else was
-    /// queued behind the backlog (no duplicate after the last expected push).
-    static func expectNothingMoreThen(_ h: GatewayHarness, _ c: APNsConnection, auth: String, token: String, collector: PushCollector,
-                                      already: Int) async throws {
-        let marker = try await send(h, c, auth: auth, token: token, count: 1, tag: "marker")
-        let got = await collector.wait(for: already + 1, timeout: .seconds(10))
-        #expect(got.count == already + 1)
-        #expect(got.last?.apnsID == marker.first)
-    }
-
     @Test(arguments: [GatewayHarness.StoreKind.sqlite, .memory])
     func offlineDeviceReceivesABacklogOfManyPagesInOrderOnce(store: GatewayHarness.StoreKind) async throws {
         let h = try await Self.start(store: store)
         let (key, token) = try await Self.offlineDevice(h)
-        let c = try await h.connect()
-        let auth = try h.bearer()
-        let sent = try await Self.send(h, c, auth: auth, token: token, count: 30, tag: "n")  // 7½ pages
+        let p = try await Provider(h)
+        let sent = try await p.send(token: token, count: 30, tag: "n")  // 7½ pages
         let device = try await h.device(key: key)
         let collector = await PushCollector.start(device)
         let got = await collector.wait(for: 30)
         #expect(got.map(\.apnsID) == sent)
         Self.expectOnceInOrder(got)
-        try await Self.expectNothingMoreThen(h, c, auth: auth, token: token, collector: collector, already: 30)
-        await c.close()
-        await device.close()
-        await h.stop()
+        try await p.expectNothingMoreThen(token: token, collector: collector, already: 30)
+        await p.finish(device)
     }
 
     /// The device acknowledges nothing at first: the gateway stops at two pages. Pushes accepted
@@ -81,28 +97,25 @@ struct BacklogPagingTests {
     @Test func livePushesDuringTheBacklogFollowItOnceInOrder() async throws {
         let h = try await Self.start()
         let (key, token) = try await Self.offlineDevice(h)
-        let c = try await h.connect()
-        let auth = try h.bearer()
-        let backlog = try await Self.send(h, c, auth: auth, token: token, count: 20, tag: "b")
+        let p = try await Provider(h)
+        let backlog = try await p.send(token: token, count: 20, tag: "b")
         let device = try await h.device(key: key)
         let collector = await PushCollector.start(device, acknowledge: false)
         let firstPages = await collector.wait(for: 8)
         #expect(firstPages.map(\.apnsID) == Array(backlog.prefix(8)))
         // Accepted (durable) while the device holds two unacknowledged pages.
-        let live = try await Self.send(h, c, auth: auth, token: token, count: 5, tag: "live")
+        let live = try await p.send(token: token, count: 5, tag: "live")
         // Nothing beyond the two pages while none is acknowledged (a short real-time window:
         // a gateway without the bound would have sent the rest by now).
         #expect(await collector.wait(for: 9, timeout: .milliseconds(300)).count == 8)
         await collector.startAcknowledging()
         // More live pushes while the rest of the backlog pages in.
-        let live2 = try await Self.send(h, c, auth: auth, token: token, count: 5, tag: "more")
+        let live2 = try await p.send(token: token, count: 5, tag: "more")
         let got = await collector.wait(for: 30)
         #expect(got.map(\.apnsID) == backlog + live + live2)
         Self.expectOnceInOrder(got)
-        try await Self.expectNothingMoreThen(h, c, auth: auth, token: token, collector: collector, already: 30)
-        await c.close()
-        await device.close()
-        await h.stop()
+        try await p.expectNothingMoreThen(token: token, collector: collector, already: 30)
+        await p.finish(device)
     }
 
     /// Live pushes race the page reads (the device acknowledges at once, pages of 4 read back to
@@ -110,19 +123,16 @@ struct BacklogPagingTests {
     @Test func livePushesRacingThePageReadsArriveOnce() async throws {
         let h = try await Self.start()
         let (key, token) = try await Self.offlineDevice(h)
-        let c = try await h.connect()
-        let auth = try h.bearer()
-        let backlog = try await Self.send(h, c, auth: auth, token: token, count: 120, tag: "b")
+        let p = try await Provider(h)
+        let backlog = try await p.send(token: token, count: 120, tag: "b")
         let device = try await h.device(key: key)
         let collector = await PushCollector.start(device)
-        let live = try await Self.send(h, c, auth: auth, token: token, count: 40, tag: "live")
+        let live = try await p.send(token: token, count: 40, tag: "live")
         let got = await collector.wait(for: 160)
         #expect(got.map(\.apnsID) == backlog + live)
         Self.expectOnceInOrder(got)
-        try await Self.expectNothingMoreThen(h, c, auth: auth, token: token, collector: collector, already: 160)
-        await c.close()
-        await device.close()
-        await h.stop()
+        try await p.expectNothingMoreThen(token: token, collector: collector, already: 160)
+        await p.finish(device)
     }
 
     /// The storage policy decides over the whole backlog: the latest push for a token (apns) or
@@ -130,13 +140,12 @@ struct BacklogPagingTests {
     @Test func storagePolicyAcrossPages() async throws {
         let h = try await GatewayHarness.start(store: .sqlite) { $0.deviceBacklogPageSize = 2 }
         let (key, allToken, latestToken) = try await h.offlineDeviceWithBothPolicies()
-        let c = try await h.connect()
-        let auth = try h.bearer()
+        let p = try await Provider(h)
         var latest: [String] = [], scores: [String] = [], plain: [String] = []
         for i in 0..<5 {
-            latest += try await Self.send(h, c, auth: auth, token: latestToken, count: 1, tag: "l\(i)", topic: "com.example.latest")
-            scores += try await Self.send(h, c, auth: auth, token: allToken, count: 1, tag: "s\(i)") { _ in [("apns-collapse-id", "score")] }
-            plain += try await Self.send(h, c, auth: auth, token: allToken, count: 1, tag: "p\(i)")
+            latest += try await p.send(token: latestToken, count: 1, tag: "l\(i)", topic: "com.example.latest")
+            scores += try await p.send(token: allToken, count: 1, tag: "s\(i)") { _ in [("apns-collapse-id", "score")] }
+            plain += try await p.send(token: allToken, count: 1, tag: "p\(i)")
         }
         let device = try await h.device(key: key)
         let collector = await PushCollector.start(device)
@@ -147,10 +156,8 @@ struct BacklogPagingTests {
         for id in latest.prefix(4) + scores.prefix(4) {
             #expect(try await h.gateway.status(apnsID: id).first?.discardReason == .coalesced)
         }
-        try await Self.expectNothingMoreThen(h, c, auth: auth, token: allToken, collector: collector, already: 7)
-        await c.close()
-        await device.close()
-        await h.stop()
+        try await p.expectNothingMoreThen(token: allToken, collector: collector, already: 7)
+        await p.finish(device)
     }
 
     /// The same device connects again mid-backlog: the old connection closes, the new one gets
@@ -158,9 +165,8 @@ struct BacklogPagingTests {
     @Test func reconnectMidBacklogReplacesTheOldSession() async throws {
         let h = try await Self.start()
         let (key, token) = try await Self.offlineDevice(h)
-        let c = try await h.connect()
-        let auth = try h.bearer()
-        let backlog = try await Self.send(h, c, auth: auth, token: token, count: 20, tag: "b")
+        let p = try await Provider(h)
+        let backlog = try await p.send(token: token, count: 20, tag: "b")
         let first = try await h.device(key: key)
         let firstCollector = await PushCollector.start(first, acknowledge: false)
         #expect(await firstCollector.wait(for: 8).count == 8)
@@ -170,10 +176,8 @@ struct BacklogPagingTests {
         let got = await collector.wait(for: 20)
         #expect(got.map(\.apnsID) == backlog)
         Self.expectOnceInOrder(got)
-        try await Self.expectNothingMoreThen(h, c, auth: auth, token: token, collector: collector, already: 20)
-        await c.close()
-        await second.close()
-        await h.stop()
+        try await p.expectNothingMoreThen(token: token, collector: collector, already: 20)
+        await p.finish(second)
     }
 
     /// A page read that fails closes the connection with an error, as before paging.
