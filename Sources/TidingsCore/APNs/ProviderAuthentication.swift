@@ -47,18 +47,27 @@ public struct AuthenticatedProvider: Sendable, Hashable {
 ///   another key or team is `UnrelatedKeyIdInToken`.
 /// - `iat` older than `maximumTokenAge` is `ExpiredProviderToken`; more than
 ///   `allowedClockSkew` in the future is `InvalidProviderToken`.
+///
+/// `iat` is the sender's number (any of −2⁶³…2⁶³−1): every sum and difference with it
+/// saturates instead of trapping, and the cached token keeps the second it expires after, so
+/// that the hot path is one comparison.
 public struct ProviderAuthenticationStateMachine: Sendable {
     public struct Configuration: Sendable {
         public var environment: APNsEnvironment
+        /// Seconds after `iat` a token is accepted (Apple: one hour); later it is `ExpiredProviderToken`.
         public var maximumTokenAge: Int64 = 3600
+        /// Seconds a connection keeps its token before adopting another (Apple: 20 minutes);
+        /// a sooner change is `TooManyProviderTokenUpdates`.
         public var minimumRefreshInterval: Int64 = 20 * 60
+        /// Seconds `iat` may lie ahead of the gateway's clock; further is `InvalidProviderToken`.
         public var allowedClockSkew: Int64 = 60
         public init(environment: APNsEnvironment) { self.environment = environment }
     }
 
     private struct Current: Sendable {
         var tokenString: String
-        var issuedAt: Int64
+        /// The last second (UNIX) the token is accepted in: `iat + maximumTokenAge`, saturated.
+        var lastValidSecond: Int64
         var provider: AuthenticatedProvider
         var adoptedAt: Int64
     }
@@ -94,7 +103,7 @@ public struct ProviderAuthenticationStateMachine: Sendable {
 
         if let current, Self.bytes(of: authorization, from: utf8.distance(from: utf8.startIndex, to: tokenBytes.startIndex),
                                    equal: current.tokenString) {
-            if now - current.issuedAt > configuration.maximumTokenAge { return .failure(APNsError(.expiredProviderToken)) }
+            if now > current.lastValidSecond { return .failure(APNsError(.expiredProviderToken)) }
             return .success(current.provider)
         }
         let tokenString = String(Substring(tokenBytes))
@@ -107,15 +116,18 @@ public struct ProviderAuthenticationStateMachine: Sendable {
         if let environment = key.environment, environment != configuration.environment {
             return .failure(APNsError(.badEnvironmentKeyIdInToken))
         }
-        guard token.issuedAt <= now + configuration.allowedClockSkew else { return .failure(APNsError(.invalidProviderToken)) }
+        guard token.issuedAt.saturatingSubtract(now) <= configuration.allowedClockSkew else {
+            return .failure(APNsError(.invalidProviderToken))
+        }
         guard token.isSigned(by: key.publicKey) else { return .failure(APNsError(.invalidProviderToken)) }
-        if now - token.issuedAt > configuration.maximumTokenAge { return .failure(APNsError(.expiredProviderToken)) }
+        if now.saturatingSubtract(token.issuedAt) > configuration.maximumTokenAge { return .failure(APNsError(.expiredProviderToken)) }
         let provider = AuthenticatedProvider(teamID: key.teamID, keyID: key.keyID)
         if let binding, binding != provider { return .failure(APNsError(.unrelatedKeyIdInToken)) }
-        if let current, now - current.adoptedAt < configuration.minimumRefreshInterval {
+        if let current, now.saturatingSubtract(current.adoptedAt) < configuration.minimumRefreshInterval {
             return .failure(APNsError(.tooManyProviderTokenUpdates))
         }
-        current = Current(tokenString: tokenString, issuedAt: token.issuedAt, provider: provider, adoptedAt: now)
+        current = Current(tokenString: tokenString, lastValidSecond: token.issuedAt.saturatingAdd(configuration.maximumTokenAge),
+                          provider: provider, adoptedAt: now)
         binding = provider
         return .success(provider)
     }
@@ -133,5 +145,21 @@ public struct ProviderAuthenticationStateMachine: Sendable {
                 return memcmp(aStart + offset, bStart, b.count) == 0
             }
         }
+    }
+}
+
+fileprivate extension Int64 {
+    /// `self - other`, clamped to `Int64`'s range instead of trapping.
+    func saturatingSubtract(_ other: Int64) -> Int64 {
+        let (difference, overflow) = subtractingReportingOverflow(other)
+        guard overflow else { return difference }
+        return other < 0 ? .max : .min
+    }
+
+    /// `self + other`, clamped to `Int64`'s range instead of trapping.
+    func saturatingAdd(_ other: Int64) -> Int64 {
+        let (sum, overflow) = addingReportingOverflow(other)
+        guard overflow else { return sum }
+        return other < 0 ? .min : .max
     }
 }

@@ -4,12 +4,14 @@ import Foundation
 /// A provider authentication token (an ES256 JWT), parsed but not yet verified.
 ///
 /// Accepts what real clients send: `typ` or no `typ`, a `kid` repeated in the claims
-/// (APNSwift), `iat` as a number or a decimal string (APNSwift sends a string), and the
-/// signature as 64-byte JOSE R‖S (most clients) or DER (Pushy, Apple's openssl recipe).
+/// (APNSwift), `iat` as any JSON number (pyapns-client, apns2 and gobiko-apns send
+/// `time.time()`, a fraction; RFC 7519 §2 allows one) or a decimal string (APNSwift,
+/// kalyke-apns), and the signature as 64-byte JOSE R‖S (most clients) or DER (Pushy,
+/// Apple's openssl recipe).
 public struct ProviderToken: Sendable, Hashable {
     public let keyID: String
     public let teamID: String
-    /// Seconds since 1970.
+    /// Seconds since 1970: `iat` in whole seconds (rounded down), clamped to `Int64`'s range.
     public let issuedAt: Int64
     /// The `header.claims` bytes the signature covers.
     public let signingInput: [UInt8]
@@ -21,11 +23,15 @@ public struct ProviderToken: Sendable, Hashable {
 
     public func hash(into hasher: inout Hasher) { hasher.combine(signingInput) }
 
+    /// The longest token accepted, in bytes (Apple's are ≈ 200; a longer one is `InvalidProviderToken`
+    /// before any decoding).
+    public static let maximumLength = 4096
+
     /// Parses `header.claims.signature` (without the `bearer ` prefix). Every failure is
     /// `InvalidProviderToken`.
     public init(jwt: some StringProtocol) throws(APNsError) {
         let bytes = Array(jwt.utf8)
-        guard bytes.count <= 4096 else { throw APNsError(.invalidProviderToken) }
+        guard bytes.count <= Self.maximumLength else { throw APNsError(.invalidProviderToken) }
         let parts = bytes.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
         guard parts.count == 3,
               let headerBytes = Base64URL.decode(parts[0]),
@@ -38,15 +44,7 @@ public struct ProviderToken: Sendable, Hashable {
               let kid = header["kid"]?.stringValue, !kid.isEmpty,
               let iss = claims["iss"]?.stringValue, !iss.isEmpty
         else { throw APNsError(.invalidProviderToken) }
-        let iat: Int64
-        switch claims["iat"] {
-        case .integer(let value)?: iat = value
-        case .double(let value)? where value.rounded() == value && abs(value) < 1e15: iat = Int64(value)
-        case .string(let text)? where !text.isEmpty && text.utf8.allSatisfy({ (0x30...0x39).contains($0) }):
-            guard let value = Int64(text) else { throw APNsError(.invalidProviderToken) }
-            iat = value
-        default: throw APNsError(.invalidProviderToken)
-        }
+        guard let iat = Self.numericDate(claims["iat"]) else { throw APNsError(.invalidProviderToken) }
         let signature: P256.Signing.ECDSASignature
         do {
             if signatureBytes.count == 64 {
@@ -64,6 +62,28 @@ public struct ProviderToken: Sendable, Hashable {
         self.signature = signature
     }
 
+    /// `iat` as whole seconds: an integer as it is; any other JSON number (a fraction, an
+    /// exponent) rounded down and clamped to `Int64`'s range, so that ±1e300 or −2⁶³ is a
+    /// value the age check can compare, never a trap; a string of decimal digits that fits
+    /// in `Int64`. Anything else (`true`, `null`, `"1.5"`, an array) is `nil`.
+    static func numericDate(_ value: JSONValue?) -> Int64? {
+        switch value {
+        case .integer(let seconds)?:
+            return seconds
+        case .double(let seconds)?:
+            // The parser turns an exponent beyond `Double`'s range into ±infinity; NaN cannot occur.
+            guard !seconds.isNaN else { return nil }
+            let whole = seconds.rounded(.down)
+            if whole >= 0x1p63 { return .max }
+            if whole < -0x1p63 { return .min }
+            return Int64(whole)
+        case .string(let text)? where !text.isEmpty && text.utf8.allSatisfy({ (0x30...0x39).contains($0) }):
+            return Int64(text)
+        default:
+            return nil
+        }
+    }
+
     /// Whether the signature is valid for `key`.
     public func isSigned(by key: P256.Signing.PublicKey) -> Bool {
         key.isValidSignature(signature, for: signingInput)
@@ -72,9 +92,16 @@ public struct ProviderToken: Sendable, Hashable {
     /// Makes a token as a provider does (used by `tidings push` and the tests).
     public static func sign(keyID: String, teamID: String, issuedAt: Int64, key: P256.Signing.PrivateKey,
                             derSignature: Bool = false, issuedAtAsString: Bool = false) throws -> String {
+        try sign(keyID: keyID, teamID: teamID, issuedAtJSON: issuedAtAsString ? "\"\(issuedAt)\"" : "\(issuedAt)",
+                 key: key, derSignature: derSignature)
+    }
+
+    /// Makes a token whose `iat` is the JSON text `issuedAtJSON` as written (`1800000000.25`,
+    /// `1.8e9`, `-9223372036854775808`): the forms real clients and attackers send.
+    public static func sign(keyID: String, teamID: String, issuedAtJSON: String, key: P256.Signing.PrivateKey,
+                            derSignature: Bool = false) throws -> String {
         let header = #"{"alg":"ES256","typ":"JWT","kid":""# + APNsError.escape(keyID) + #""}"#
-        let iat = issuedAtAsString ? "\"\(issuedAt)\"" : "\(issuedAt)"
-        let claims = #"{"iss":""# + APNsError.escape(teamID) + #"","iat":"# + iat + "}"
+        let claims = #"{"iss":""# + APNsError.escape(teamID) + #"","iat":"# + issuedAtJSON + "}"
         let input = Base64URL.encode(Array(header.utf8)) + "." + Base64URL.encode(Array(claims.utf8))
         let signature = try key.signature(for: Array(input.utf8))
         let sigBytes = derSignature ? Array(signature.derRepresentation) : Array(signature.rawRepresentation)
