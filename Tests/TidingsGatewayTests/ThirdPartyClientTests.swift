@@ -6,7 +6,8 @@ import TidingsDevice
 import TidingsGateway
 import TidingsTestSupport
 
-/// Real APNs clients (aioapns, httpx + PyJWT, curl) against the gateway on loopback.
+/// Real APNs clients (aioapns, httpx + PyJWT, curl; pyapns-client, apns2, gobiko-apns,
+/// kalyke-apns) against the gateway on loopback, each pointed at it as docs/clients.md says.
 /// CI installs them (.ci/run); elsewhere a missing tool skips with a message.
 @Suite("Third-party clients", .serialized)
 struct ThirdPartyClientTests {
@@ -122,6 +123,106 @@ struct ThirdPartyClientTests {
                                             "-H", "authorization: \(bearer)", "-H", "apns-topic: \(GatewayHarness.bundleID)",
                                             "-H", "apns-expiration: soon", "--data", "{}", url])
         #expect(bad.stdout == #"{"reason":"BadExpirationDate"} 400"#)
+        await device.close()
+        await h.stop()
+    }
+
+    // MARK: PyPI clients with token authentication (Tests/GatewayClients/token_clients.py)
+
+    /// Runs one client of token_clients.py against a fresh gateway with a connected device;
+    /// returns its results by case and the pushes the device received (`expected` of them).
+    func tokenClient(_ client: String, module: String, expectedPushes expected: Int) async throws -> (results: [String: JSONValue], pushes: [DevicePush])? {
+        guard requireTool(await Self.pythonHas(module), "python \(client) (import \(module))") else { return nil }
+        let (h, device, token, p8) = try await setUp()
+        let collector = await PushCollector.start(device)
+        let r = try await Self.run(Self.python!, [Self.scripts.appendingPathComponent("token_clients.py").path, client, "127.0.0.1",
+                                                  String(h.providerPort), h.certificatePath, p8, GatewayHarness.keyID, GatewayHarness.teamID,
+                                                  GatewayHarness.bundleID, token])
+        #expect(r.status == 0, "\(r.stderr)")
+        let pushes = await collector.wait(for: expected)
+        #expect(pushes.count == expected, "\(r.stdout)")
+        await device.close()
+        await h.stop()
+        return (lines(r.stdout), pushes)
+    }
+
+    /// The error cases every client surfaces as its exception for Apple's reason.
+    func expectReasons(_ results: [String: JSONValue], _ expected: [String: String], sourceLocation: SourceLocation = #_sourceLocation) {
+        for (name, reason) in expected.sorted(by: { $0.key < $1.key }) {
+            #expect(results[name]?["reason"]?.stringValue == reason, "\(name): \(String(describing: results[name]))", sourceLocation: sourceLocation)
+        }
+    }
+
+    /// pyapns-client signs `iat` = `time.time()` (a fraction): 403 InvalidProviderToken on every push before.
+    @Test func pyapnsClient() async throws {
+        guard let (results, pushes) = try await tokenClient("pyapns-client", module: "pyapns_client", expectedPushes: 1) else { return }
+        #expect(results["success"]?["status"] == .integer(200), "\(results)")
+        expectReasons(results, ["bad_token": "BadDeviceToken", "too_large": "PayloadTooLarge", "bad_topic": "TopicDisallowed",
+                                "bad_collapse_id": "BadCollapseId"])
+        // pyapns-client exposes the status of each error.
+        #expect(results["bad_token"]?["status"] == .integer(400))
+        #expect(results["too_large"]?["status"] == .integer(413))
+        #expect(results["bad_topic"]?["status"] == .integer(400))
+        #expect(try pushes.first?.parsedPayload().notificationContent().title == "pyapns-client")
+    }
+
+    /// apns2 (apns2-up): fractional `iat`, hyper's HTTP/2, and a batch over one connection as
+    /// many streams at once as the gateway's SETTINGS allow.
+    @Test func apns2Up() async throws {
+        guard let (results, pushes) = try await tokenClient("apns2", module: "apns2.client", expectedPushes: 2) else { return }
+        #expect(results["success"]?["status"] == .integer(200), "\(results)")
+        expectReasons(results, ["bad_token": "BadDeviceToken", "too_large": "PayloadTooLarge", "bad_topic": "TopicDisallowed",
+                                "bad_collapse_id": "BadCollapseId"])
+        let batch = results["batch"]?["results"]?.objectValue ?? [:]
+        #expect(batch.count == 2, "\(results)")
+        #expect(batch["cd" + String(repeating: "cd", count: 31)] == "BadDeviceToken")
+        #expect(batch.values.filter { $0 == "Success" }.count == 1)
+        #expect(try pushes.first?.parsedPayload().notificationContent().title == "apns2")
+        #expect(pushes.last?.priority == .considerPower, "the batch was sent with priority 5")
+    }
+
+    /// gobiko-apns: fractional `iat`; it refuses a payload over 4096 bytes itself (no request).
+    @Test func gobikoAPNs() async throws {
+        guard let (results, pushes) = try await tokenClient("gobiko-apns", module: "gobiko.apns", expectedPushes: 1) else { return }
+        #expect(results["success"]?["status"] == .integer(200), "\(results)")
+        expectReasons(results, ["bad_token": "BadDeviceToken", "too_large": "PayloadTooLarge", "bad_topic": "TopicDisallowed",
+                                "bad_priority": "BadPriority", "bad_expiration": "BadExpirationDate"])
+        #expect(try pushes.first?.parsedPayload().notificationContent().title == "gobiko-apns")
+    }
+
+    /// kalyke-apns: `iat` as a string of digits, httpx2, one connection per push.
+    @Test func kalykeAPNs() async throws {
+        guard let (results, pushes) = try await tokenClient("kalyke-apns", module: "kalyke", expectedPushes: 1) else { return }
+        #expect(results["success"]?["status"] == .integer(200), "\(results)")
+        #expect(results["success"]?["apns_id"] == results["sent_id"]?["apns_id"])
+        expectReasons(results, ["bad_token": "BadDeviceToken", "too_large": "PayloadTooLarge", "bad_topic": "TopicDisallowed",
+                                "bad_collapse_id": "BadCollapseId"])
+        #expect(try pushes.first?.parsedPayload().notificationContent().title == "kalyke-apns")
+        #expect(pushes.first?.apnsID == results["sent_id"]?["apns_id"]?.stringValue)
+    }
+
+    /// Validly signed tokens with `iat` at Int64's ends and beyond, over the wire: each is
+    /// answered (−2⁶³ aborted the gateway), and the gateway then serves a push on the same
+    /// connection, with `iat` as pyapns-client writes it.
+    @Test func extremeIatIsAnsweredAndTheGatewayServesOn() async throws {
+        let h = try await GatewayHarness.start()
+        let device = try await h.device()
+        let token = try await device.requestToken(topic: GatewayHarness.bundleID, environment: .development).hex
+        let collector = await PushCollector.start(device)
+        let connection = try await h.connect()
+        func bearer(_ iat: String) throws -> String {
+            "bearer " + (try ProviderToken.sign(keyID: GatewayHarness.keyID, teamID: GatewayHarness.teamID, issuedAtJSON: iat, key: h.teamKey))
+        }
+        for (iat, reason) in [("-9223372036854775808", "ExpiredProviderToken"), ("-9e18", "ExpiredProviderToken"), ("-1e300", "ExpiredProviderToken"),
+                              ("9223372036854775807", "InvalidProviderToken"), ("9e18", "InvalidProviderToken"), ("1e300", "InvalidProviderToken")] {
+            let response = try await connection.send(h.request(token: token, authorization: try bearer(iat)))
+            #expect(response.status == 403, "iat \(iat)")
+            #expect(response.reason == reason, "iat \(iat)")
+        }
+        let ok = try await connection.send(h.request(token: token, authorization: try bearer("\(h.nowSeconds).4812345"),
+                                                     body: #"{"aps":{"alert":"fractional iat"}}"#))
+        #expect(ok.status == 200)
+        #expect(try await collector.wait(for: 1).first?.parsedPayload().notificationContent().body == "fractional iat")
         await device.close()
         await h.stop()
     }
