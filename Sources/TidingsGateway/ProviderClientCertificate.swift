@@ -34,8 +34,20 @@ struct ProviderClientCertificate {
         }
     }
 
-    /// The topic of a request without `apns-topic`: the certificate's bundle id.
-    var defaultTopic: String? { if case .success(let identity) = verdict { identity.bundleID } else { nil } }
+    /// A request's head on this connection: `apns-topic` defaults to the certificate's bundle
+    /// id; a refused certificate's reason comes before any other (Apple refuses such a
+    /// connection before it reads a request).
+    func validate(_ fields: ProviderRequestFields) -> Result<ProviderRequestHead, ProviderRequestError> {
+        switch verdict {
+        case .success(let identity):
+            return fields.validate(defaultTopic: identity.bundleID)
+        case .failure(let refused):
+            switch fields.validate() {
+            case .success(let head): return .failure(ProviderRequestError(error: refused, apnsIDEcho: head.apnsID.rawValue))
+            case .failure(let failure): return .failure(ProviderRequestError(error: refused, apnsIDEcho: failure.apnsIDEcho))
+            }
+        }
+    }
 
     /// The team and certificate a request is authenticated as, or the certificate's error.
     func authenticate(_ head: ProviderRequestHead, now: EpochMilliseconds) -> Result<AuthenticatedProvider, APNsError> {

@@ -218,7 +218,7 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
             guard rules.finish() else { return resetMalformed(frame.streamID, context: context) }
             repeatedAuthorization?.learn(from: headers.headers, streamID: frame.streamID)
             if frame.streamID > highestStreamID { highestStreamID = frame.streamID }
-            streams[frame.streamID] = StreamState(head: fields.validate(defaultTopic: clientCertificate()?.defaultTopic),
+            streams[frame.streamID] = StreamState(head: clientCertificate()?.validate(fields) ?? fields.validate(),
                                                   contentLength: rules.contentLength,
                                                   openedAt: core.clock.nowMilliseconds())
             if headers.endStream { finish(frame.streamID, context: context) }

@@ -39,6 +39,11 @@ public struct ProviderRequestError: Error, Sendable, Hashable {
     /// The request's `apns-id` as received (even when it is the invalid header), or a
     /// generated one.
     public var apnsIDEcho: String
+
+    public init(error: APNsError, apnsIDEcho: String) {
+        self.error = error
+        self.apnsIDEcho = apnsIDEcho
+    }
 }
 
 /// The header fields of one request that the provider API reads, gathered in one pass over
