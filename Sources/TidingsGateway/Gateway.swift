@@ -190,6 +190,22 @@ public final class Gateway: Service, Sendable {
             certificateChain: certificateChain.map { .certificate($0) }, privateKey: .privateKey(privateKey))
         providerTLS.applicationProtocols = ["h2"]
         providerTLS.minimumTLSVersion = .tlsv12
+        // Certificate-based provider authentication (mutual TLS): a client certificate is asked
+        // for, not required (token clients send none). NIOSSL lets every presented certificate
+        // through the handshake (a custom callback; TLS still checks that the client holds its
+        // key); ProviderConnectionHandler verifies it against the provider CA once per
+        // connection, so that a bad one gets Apple's 403 reasons instead of a TLS alert.
+        var certificateVerifier: ProviderCertificateVerifier?
+        if configuration.acceptsClientCertificates && configuration.providerTransport == .tls {
+            let (authority, created) = try ProviderCertificateAuthority.ensure(in: configuration.dataDirectory)
+            if created {
+                logger.notice("made the provider certificate authority", metadata: ["path": "\(authority.certificatePath)"])
+            }
+            providerTLS.certificateVerification = .optionalVerification
+            providerTLS.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(authority.certificatePath))
+            providerTLS.sendCANameList = true
+            certificateVerifier = ProviderCertificateVerifier(authority: authority, environment: configuration.environment, clock: core.clock)
+        }
         let providerContext = try NIOSSLContext(configuration: providerTLS)
         var deviceTLS = TLSConfiguration.makeServerConfiguration(
             certificateChain: certificateChain.map { .certificate($0) }, privateKey: .privateKey(privateKey))
@@ -214,7 +230,10 @@ public final class Gateway: Service, Sendable {
                 self.track(provider: channel)
                 return channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
-                    if useTLS { try sync.addHandler(NIOSSLServerHandler(context: providerContext)) }
+                    if useTLS {
+                        try sync.addHandler(certificateVerifier == nil ? NIOSSLServerHandler(context: providerContext)
+                            : NIOSSLServerHandler(context: providerContext) { _, verdict in verdict.succeed(.certificateVerified) })
+                    }
                     // The frames of one flush (a commit batch's responses) as one buffer: one TLS record.
                     try sync.addHandler(OutboundCoalescingHandler())
                     // A provider token sent again reaches NIOHPACK as plain text, not Huffman-coded.
@@ -224,7 +243,8 @@ public final class Gateway: Service, Sendable {
                     // in its own pass (HTTP2HeaderBlockRules, the same rules and the same RST_STREAM).
                     try sync.addHandler(NIOHTTP2Handler(mode: .server, initialSettings: initialSettings,
                                                         headerBlockValidation: .disabled, contentLengthValidation: .disabled))
-                    try sync.addHandler(ProviderConnectionHandler(core: core, repeatedAuthorization: repeatedAuthorization))
+                    try sync.addHandler(ProviderConnectionHandler(core: core, repeatedAuthorization: repeatedAuthorization,
+                                                                  certificateVerifier: certificateVerifier))
                 }
             }
             .bind(host: configuration.providerHost, port: configuration.providerPort).get()

@@ -46,6 +46,10 @@ public struct GatewayConfiguration: Sendable {
     public var adminHost: String? = "127.0.0.1"
     public var adminPort: Int = 2198
     public var tlsIdentity: TLSIdentity = .selfSigned
+    /// Certificate-based provider authentication (mutual TLS) beside provider tokens: the
+    /// provider listener asks for a client certificate issued by the provider CA in
+    /// `DATA/provider-ca/` (made on first start; `tidings certs create`).
+    public var acceptsClientCertificates: Bool = true
     public var storage: Storage = .sqlite
     /// The environment the provider API serves (a device token works in one environment).
     public var environment: APNsEnvironment = .development

@@ -2,6 +2,7 @@ import Logging
 import NIOCore
 import NIOHPACK
 import NIOHTTP2
+import NIOSSL
 import TidingsCore
 import TidingsStorage
 
@@ -90,9 +91,11 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
     /// text once it has learned it from a decoded request (none in unit tests).
     private let repeatedAuthorization: RepeatedAuthorizationHandler?
 
-    init(core: GatewayCore, repeatedAuthorization: RepeatedAuthorizationHandler? = nil) {
+    init(core: GatewayCore, repeatedAuthorization: RepeatedAuthorizationHandler? = nil,
+         certificateVerifier: ProviderCertificateVerifier? = nil) {
         self.core = core
         self.repeatedAuthorization = repeatedAuthorization
+        self.certificateVerifier = certificateVerifier
         self.auth = ProviderAuthenticationStateMachine(configuration: .init(environment: core.configuration.environment))
         self.logger = core.logger
         logger[metadataKey: "channel"] = "provider"
@@ -101,6 +104,23 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
     }
 
     private var sink: ProviderCommitSink?
+
+    // MARK: Certificate-based authentication (mutual TLS)
+
+    /// Checks client certificates against the gateway's provider CA (`nil`: tokens only).
+    private let certificateVerifier: ProviderCertificateVerifier?
+    private var clientCertificateRead = false
+    private var clientCertificateValue: ProviderClientCertificate?
+
+    /// The connection's client certificate, read from NIOSSL and verified at its first request
+    /// (the handshake is over by then); `nil` when it has none: the provider token applies.
+    private func clientCertificate() -> ProviderClientCertificate? {
+        if !clientCertificateRead, let context {
+            clientCertificateRead = true
+            clientCertificateValue = ProviderClientCertificate.read(from: context.pipeline.syncOperations, verifier: certificateVerifier)
+        }
+        return clientCertificateValue
+    }
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
@@ -198,7 +218,8 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
             guard rules.finish() else { return resetMalformed(frame.streamID, context: context) }
             repeatedAuthorization?.learn(from: headers.headers, streamID: frame.streamID)
             if frame.streamID > highestStreamID { highestStreamID = frame.streamID }
-            streams[frame.streamID] = StreamState(head: fields.validate(), contentLength: rules.contentLength,
+            streams[frame.streamID] = StreamState(head: clientCertificate()?.validate(fields) ?? fields.validate(),
+                                                  contentLength: rules.contentLength,
                                                   openedAt: core.clock.nowMilliseconds())
             if headers.endStream { finish(frame.streamID, context: context) }
         case .data(let payload):
@@ -299,9 +320,11 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
         let now = core.clock.nowMilliseconds()
         let directory = core.directory
 
-        // Authentication: the provider token, then the topic's team.
+        // Authentication: the client certificate when the connection has one, else the
+        // provider token; then the topic's team.
         var missingKey: String?
-        let authResult = auth.authenticate(authorization: head.authorization, now: now / 1000) { kid in
+        let authResult = clientCertificate()?.authenticate(head, now: now)
+            ?? auth.authenticate(authorization: head.authorization, now: now / 1000) { kid in
             switch directory.cachedKey(kid, now: now) {
             case .hit(let key): return key
             case .miss: return nil

@@ -4,6 +4,7 @@ import Testing
 import TidingsCore
 import TidingsDevice
 import TidingsGateway
+import TidingsStorage
 import TidingsTestSupport
 
 /// Real APNs clients (aioapns, httpx + PyJWT, curl; pyapns-client, apns2, gobiko-apns,
@@ -223,6 +224,120 @@ struct ThirdPartyClientTests {
                                                      body: #"{"aps":{"alert":"fractional iat"}}"#))
         #expect(ok.status == 200)
         #expect(try await collector.wait(for: 1).first?.parsedPayload().notificationContent().body == "fractional iat")
+        await device.close()
+        await h.stop()
+    }
+
+    // MARK: Certificate-based clients (mutual TLS)
+
+    /// aapns pins h2 < 4, which aioapns 4 cannot share: it has its own venv (.ci/run),
+    /// `TIDINGS_TEST_PYTHON_AAPNS` or `.ci-work/venv-aapns`, with Python cryptography.
+    static var aapnsPython: String? {
+        var candidates: [String] = []
+        if let p = ProcessInfo.processInfo.environment["TIDINGS_TEST_PYTHON_AAPNS"] { candidates.append(p) }
+        candidates.append(BuiltProducts.packageRoot.appendingPathComponent(".ci-work/venv-aapns/bin/python").path)
+        return candidates.first { FileManager.default.isExecutableFile(atPath: $0) }
+    }
+
+    static func aapnsAvailable() async -> Bool {
+        guard let python = aapnsPython else { return false }
+        return (try? await run(python, ["-c", "import aapns.api, cryptography"]).status) == 0
+    }
+
+    /// `tidings certs create` for the harness's app in its data directory: the PEM (certificate
+    /// and key) and the `.p12` paths.
+    func createCertificate(_ h: GatewayHarness, environment: String = "development", password: String = "") async throws -> (pem: String, p12: String) {
+        let output = h.directory.appendingPathComponent("certs-\(UUID().uuidString.prefix(8))")
+        let r = try await Self.run(BuiltProducts.tidings, ["certs", "create", "--app", GatewayHarness.bundleID, "--team", GatewayHarness.teamID,
+                                                           "--environment", environment, "--output", output.path, "--password", password,
+                                                           "--data-dir", h.directory.path])
+        #expect(r.status == 0, "\(r.stdout) \(r.stderr)")
+        #expect(r.stdout.contains("subject: C=US,O=\(GatewayHarness.teamID),OU=\(GatewayHarness.teamID)"), "\(r.stdout)")
+        let name = "\(GatewayHarness.bundleID)-\(environment)"
+        return (output.appendingPathComponent(name + ".pem").path, output.appendingPathComponent(name + ".p12").path)
+    }
+
+    /// aapns (certificates only) with a certificate from `tidings certs create`: a push without
+    /// `apns-topic`, a VoIP push to the certificate's `.voip` topic, a bad device token, and the
+    /// team's other app (not in the certificate); Python cryptography reads the `.p12`.
+    @Test func aapnsWithCertificate() async throws {
+        guard requireTool(await Self.aapnsAvailable(), "python aapns and cryptography (.ci-work/venv-aapns)") else { return }
+        let h = try await GatewayHarness.start(store: .sqlite)
+        let now = EpochMilliseconds(h.clock.now.timeIntervalSince1970 * 1000)
+        try await h.gateway.register(app: GatewayAppRecord(bundleID: "com.example.other", teamID: GatewayHarness.teamID,
+                                                           storagePolicy: .apns, createdAt: now))
+        let device = try await h.device()
+        let token = try await device.requestToken(topic: GatewayHarness.bundleID, environment: .development).hex
+        let collector = await PushCollector.start(device)
+        let (pem, p12) = try await createCertificate(h, password: "pass word")
+        let r = try await Self.run(Self.aapnsPython!, [Self.scripts.appendingPathComponent("certificate_clients.py").path, "aapns", "127.0.0.1",
+                                                  String(h.providerPort), h.certificatePath, pem, GatewayHarness.bundleID, token,
+                                                  "com.example.other"])
+        #expect(r.status == 0, "\(r.stderr)")
+        let results = lines(r.stdout)
+        #expect(results["success"]?["status"] == .integer(200), "\(r.stdout)")
+        #expect(results["voip"]?["status"] == .integer(200), "\(r.stdout)")
+        #expect(results["bad_token"]?["reason"] == "BadDeviceToken")
+        #expect(results["other_topic"]?["reason"] == "TopicDisallowed")
+        let got = await collector.wait(for: 2)
+        #expect(got.count == 2)
+        #expect(got.first?.topic == GatewayHarness.bundleID)
+        #expect(try got.first?.parsedPayload().notificationContent().body == "by certificate")
+        #expect(got.last?.topic == GatewayHarness.bundleID + ".voip")
+
+        let p = try await Self.run(Self.aapnsPython!, [Self.scripts.appendingPathComponent("certificate_clients.py").path, "pkcs12", p12, "pass word"])
+        #expect(p.status == 0, "\(p.stderr)")
+        let read = lines(p.stdout)
+        #expect(read["pkcs12"]?["key_size"] == .integer(2048))
+        #expect(read["pkcs12"]?["uid"] == .string(GatewayHarness.bundleID))
+        #expect(read["pkcs12"]?["matches"] == .bool(true))
+        #expect(read["wrong_password"]?["refused"] == .bool(true))
+        await device.close()
+        await h.stop()
+    }
+
+    /// aapns with a development certificate against a production gateway: `BadCertificateEnvironment`.
+    @Test func aapnsCertificateForTheOtherEnvironment() async throws {
+        guard requireTool(await Self.aapnsAvailable(), "python aapns and cryptography (.ci-work/venv-aapns)") else { return }
+        let h = try await GatewayHarness.start(store: .sqlite, configure: { $0.environment = .production })
+        let device = try await h.device()
+        let token = try await device.requestToken(topic: GatewayHarness.bundleID, environment: .production).hex
+        let (pem, _) = try await createCertificate(h, environment: "development")
+        let r = try await Self.run(Self.aapnsPython!, [Self.scripts.appendingPathComponent("certificate_clients.py").path, "aapns-once", "127.0.0.1",
+                                                  String(h.providerPort), h.certificatePath, pem, token])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(lines(r.stdout)["once"]?["reason"] == "BadCertificateEnvironment", "\(r.stdout)")
+        await device.close()
+        await h.stop()
+    }
+
+    /// curl with `--cert`/`--key` and no `authorization`: 200 without `apns-topic`, `TopicDisallowed`
+    /// for a topic the certificate does not name, `BadCertificate` for another CA's certificate.
+    @Test func curlWithClientCertificate() async throws {
+        let curl = "/usr/bin/curl"
+        guard requireTool(FileManager.default.isExecutableFile(atPath: curl), "curl") else { return }
+        let h = try await GatewayHarness.start(store: .sqlite)
+        let device = try await h.device()
+        let token = try await device.requestToken(topic: GatewayHarness.bundleID, environment: .development).hex
+        let (pem, _) = try await createCertificate(h)
+        let url = "https://127.0.0.1:\(h.providerPort)/3/device/\(token)"
+        func post(_ certificate: String, _ headers: [String] = []) async throws -> Run {
+            try await Self.run(curl, ["-s", "--http2", "--cacert", h.certificatePath, "--cert", certificate, "--key", certificate,
+                                      "-w", " %{http_code}"] + headers.flatMap { ["-H", $0] } + ["--data", #"{"aps":{"alert":"curl"}}"#, url])
+        }
+        let ok = try await post(pem)
+        #expect(ok.stdout == " 200", "\(ok.stdout) \(ok.stderr)")
+        let other = try await post(pem, ["apns-topic: com.example.other"])
+        #expect(other.stdout == #"{"reason":"TopicDisallowed"} 400"#)
+
+        let elsewhere = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-ca-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: elsewhere) }
+        let foreign = try ProviderCertificateAuthority.ensure(in: elsewhere).authority
+            .issue(bundleID: GatewayHarness.bundleID, teamID: GatewayHarness.teamID, environment: .development)
+        let foreignPath = elsewhere.appendingPathComponent("foreign.pem").path
+        try foreign.pem().write(toFile: foreignPath, atomically: true, encoding: .utf8)
+        let refused = try await post(foreignPath)
+        #expect(refused.stdout == #"{"reason":"BadCertificate"} 403"#)
         await device.close()
         await h.stop()
     }

@@ -35,6 +35,11 @@ public struct ProviderKey: Sendable, Hashable {
 public struct AuthenticatedProvider: Sendable, Hashable {
     public var teamID: String
     public var keyID: String
+
+    public init(teamID: String, keyID: String) {
+        self.teamID = teamID
+        self.keyID = keyID
+    }
 }
 
 /// The provider-token rules of one HTTP/2 connection, as a pure state machine.

@@ -39,6 +39,11 @@ public struct ProviderRequestError: Error, Sendable, Hashable {
     /// The request's `apns-id` as received (even when it is the invalid header), or a
     /// generated one.
     public var apnsIDEcho: String
+
+    public init(error: APNsError, apnsIDEcho: String) {
+        self.error = error
+        self.apnsIDEcho = apnsIDEcho
+    }
 }
 
 /// The header fields of one request that the provider API reads, gathered in one pass over
@@ -87,8 +92,9 @@ public struct ProviderRequestFields: Sendable {
     /// Validates the fields, in the order of the reference's §3.6 (Pushy's mock): repeated
     /// headers, `apns-id`, `:method`, `apns-topic`, `apns-collapse-id`, `apns-priority`,
     /// `apns-push-type`, `:path`, `apns-expiration`, then the combinations (a background push
-    /// at priority 10, a topic without its push type's suffix).
-    public func validate() -> Result<ProviderRequestHead, ProviderRequestError> {
+    /// at priority 10, a topic without its push type's suffix). `defaultTopic` stands in for a
+    /// missing `apns-topic` (a client certificate's bundle id; token requests have none).
+    public func validate(defaultTopic: String? = nil) -> Result<ProviderRequestHead, ProviderRequestError> {
         let generated: APNsID? = apnsID == nil ? APNsID.generate() : nil
         func fail(_ reason: APNsReason) -> Result<ProviderRequestHead, ProviderRequestError> {
             .failure(ProviderRequestError(error: APNsError(reason), apnsIDEcho: apnsID ?? generated!.rawValue))
@@ -101,7 +107,7 @@ public struct ProviderRequestFields: Sendable {
             id = generated!
         }
         guard method == "POST" else { return fail(.methodNotAllowed) }
-        guard let topic else { return fail(.missingTopic) }
+        guard let topic = topic ?? defaultTopic else { return fail(.missingTopic) }
         let parsedTopic: Topic
         do { parsedTopic = try Topic(header: topic) } catch { return fail(error.reason) }
         var parsedCollapseID: CollapseID?

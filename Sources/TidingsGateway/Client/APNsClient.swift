@@ -17,6 +17,10 @@ public struct APNsClientConfiguration: Sendable {
     public var offerALPN: Bool = true
     /// PEM certificates to trust; empty: the system's roots.
     public var trustRootPaths: [String] = []
+    /// A client certificate (PEM) for certificate-based authentication (mutual TLS), and its
+    /// key (PEM; `nil`: the same file, as `tidings certs create` writes both in one).
+    public var clientCertificatePath: String?
+    public var clientKeyPath: String?
     /// The `host` / `:authority` value and the certificate name; `nil` uses `host`.
     public var authority: String?
     public var connectTimeout: TimeAmount = .seconds(10)
@@ -113,6 +117,10 @@ public final class APNsConnection: Sendable {
             if configuration.offerALPN { tls.applicationProtocols = ["h2"] }
             if !configuration.trustRootPaths.isEmpty {
                 tls.trustRoots = .certificates(try configuration.trustRootPaths.flatMap { try NIOSSLCertificate.fromPEMFile($0) })
+            }
+            if let certificate = configuration.clientCertificatePath {
+                tls.certificateChain = try NIOSSLCertificate.fromPEMFile(certificate).map { .certificate($0) }
+                tls.privateKey = .privateKey(try NIOSSLPrivateKey(file: configuration.clientKeyPath ?? certificate, format: .pem))
             }
             sslContext = try NIOSSLContext(configuration: tls)
         } else {
