@@ -156,6 +156,26 @@ class InventoryContentExtension: NSObject, UNNotificationContentExtension {
     func mediaPause() {}
 }
 
+/// A content extension with the `async` form of the response method.
+class AsyncInventoryContentExtension: NSObject, UNNotificationContentExtension {
+    func didReceive(_ notification: UNNotification) {}
+    func didReceive(_ response: UNNotificationResponse) async -> UNNotificationContentExtensionResponseOption { .doNotDismiss }
+}
+
+/// Communication notifications: Apple allows only its own providers (INSendMessageIntent…).
+class InventoryContentProvider: NSObject, UNNotificationContentProviding {}
+
+/// `updating(from:)` and what tells a remote notification from a local one.
+func inventoryOfProvidersAndTriggers(_ notification: UNNotification) -> (updatingError: Error?, isRemote: Bool) {
+    var updatingError: Error?
+    do {
+        _ = try notification.request.content.updating(from: InventoryContentProvider())
+    } catch {
+        updatingError = error
+    }
+    return (updatingError, notification.request.trigger is UNPushNotificationTrigger)
+}
+
 /// A service extension overriding both methods, as Xcode's template does.
 class InventoryServiceExtension: UNNotificationServiceExtension {
     var contentHandler: ((UNNotificationContent) -> Void)?

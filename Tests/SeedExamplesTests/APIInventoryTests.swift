@@ -57,6 +57,16 @@ struct APIInventoryTests {
 
         let content = InventoryContentExtension()
         #expect(content.mediaPlayPauseButtonType == .overlay)
+        let response = UNNotificationResponse.make(ResponseValue(notification: DeliveredNotificationValue(request: NotificationRequestValue(identifier: "c", content: NotificationContentValue(), trigger: nil), date: Date()), actionIdentifier: "x"))
+        let option = await withCheckedContinuation { continuation in
+            AsyncInventoryContentExtension().didReceive(response) { continuation.resume(returning: $0) }
+        }
+        #expect(option == .doNotDismiss)
+
+        let remote = UNNotification(value: DeliveredNotificationValue(request: NotificationRequestValue(identifier: "r", content: NotificationContentValue(), trigger: .push), date: Date()))
+        let (updatingError, isRemote) = inventoryOfProvidersAndTriggers(remote)
+        #expect(isRemote)
+        #expect((updatingError as? UNError)?.code == .contentProvidingObjectNotAllowed)
         withExtendedLifetime(delegate) {}
         await system.shutdown()
     }
