@@ -153,7 +153,7 @@ extension UIApplication {
             box.set(answer)
             semaphore.signal()
         }
-        guard semaphore.wait(timeout: .now() + Self.legacyQueryTimeout) == .success else { return nil }
+        guard semaphore.wait(timeout: .now() + queryTimeout) == .success else { return nil }
         return box.get()
     }
 
@@ -184,7 +184,7 @@ extension UIApplication {
         self.delegate = delegate
         var launchResponse: (response: UNNotificationResponse, done: @Sendable () -> Void)?
         if launchedForResponse, let bridge = installLegacyBridge() {
-            launchResponse = await bridge.awaitLaunchResponse(timeout: Self.launchResponseTimeout)
+            launchResponse = await bridge.awaitLaunchResponse(timeout: launchTimeout)
         }
         let routing: any LegacyNotificationRouting = self
         let options = launchResponse.map { routing.launchOptions(for: $0.response) }

@@ -134,6 +134,9 @@ public final class UIApplication {
     /// The `UNUserNotificationCenter` delegate that turns notifications into the pre-iOS 10
     /// callbacks (a `LegacyNotificationBridge`), once the app uses the legacy API.
     var legacyBridge: NSObject?
+    /// `legacyQueryTimeout` and `launchResponseTimeout` of this object (tests shorten them).
+    @_spi(Tidings) public var queryTimeout = UIApplication.legacyQueryTimeout
+    @_spi(Tidings) public var launchTimeout = UIApplication.launchResponseTimeout
 
     /// The process's application object.
     public static let shared = UIApplication(

@@ -286,6 +286,28 @@ struct LegacyNotificationTests {
         await app.system.shutdown()
     }
 
+    @Test func aLaunchForAResponseThatNeverComesFinishesAfterTheTimeout() async throws {
+        // Launched "for a response" that another process already handled: none arrives.
+        let app = try await LegacyApp.start(launchedForResponse: true)
+        app.application.launchTimeout = 0.05
+        #expect(UIApplication.launchResponseTimeout == 10)
+        #expect(await app.application.launch(with: app.delegate))
+        #expect(app.delegate.launches.count == 1)
+        #expect(app.delegate.launches.first! == nil)
+        await app.system.shutdown()
+    }
+
+    @Test func synchronousQueriesAnswerEmptyWhenTheDaemonDoesNotAnswerInTime() async throws {
+        let daemon = UnansweringTransport()
+        let center = UNUserNotificationCenter(transport: daemon)
+        let application = UIApplication(transport: daemon, notificationCenter: center)
+        application.queryTimeout = 0.05
+        #expect(UIApplication.legacyQueryTimeout == 10)
+        #expect(application.scheduledLocalNotifications?.isEmpty == true)
+        #expect(application.currentUserNotificationSettings == nil)
+        daemon.answerEverything()
+    }
+
     /// A notification delivered and tapped while the app does not run: the engine holds
     /// the response and launches the app.
     static func deliverAndTapWhileNotRunning(_ system: NotificationTestSystem, body: String) async throws -> String {
@@ -299,6 +321,36 @@ struct LegacyNotificationTests {
         try await system.engine.respond(bundle: LegacyApp.bundle, identifier: identifier, actionIdentifier: UNNotificationDefaultActionIdentifier)
         #expect(system.launcher.launches.map(\.bundleIdentifier) == [LegacyApp.bundle])
         return identifier
+    }
+}
+
+/// A daemon that answers only when told to.
+final class UnansweringTransport: NotificationServiceTransport, @unchecked Sendable {
+    private let lock = NSLock()
+    private var waiting: [CheckedContinuation<AppReply, Never>] = []
+    private var answering = false
+
+    func call(_ request: AppRequest) async throws(NotificationError) -> AppReply {
+        await withCheckedContinuation { continuation in
+            let answerNow = lock.withLock { () -> Bool in
+                if !answering { waiting.append(continuation) }
+                return answering
+            }
+            if answerNow { continuation.resume(returning: .failure(NotificationError(.daemonUnavailable, "test over"))) }
+        }
+    }
+
+    func send(_ request: AppRequest) {}
+    func events() -> AsyncStream<DaemonEvent> { AsyncStream { _ in } }
+
+    /// Fails every waiting and later call (the test is over).
+    func answerEverything() {
+        let continuations = lock.withLock { () -> [CheckedContinuation<AppReply, Never>] in
+            answering = true
+            defer { waiting = [] }
+            return waiting
+        }
+        for continuation in continuations { continuation.resume(returning: .failure(NotificationError(.daemonUnavailable, "test over"))) }
     }
 }
 
