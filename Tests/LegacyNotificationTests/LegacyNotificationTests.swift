@@ -265,6 +265,20 @@ struct LegacyNotificationTests {
         await system.shutdown()
     }
 
+    @Test func aRemoteNotificationThatLaunchedTheAppGivesItsPayload() async throws {
+        let system = try await NotificationTestSystem.start()
+        _ = try await Self.deliverAndTapWhileNotRunning(system, body: "breaking", remote: true)
+        let app = try await LegacyApp.start(system: system, launchedForResponse: true)
+        #expect(await app.application.launch(with: app.delegate))
+        let options = try #require(app.delegate.launches.first ?? nil)
+        let payload = try #require(options[.remoteNotification] as? [AnyHashable: Any])
+        #expect((payload["article"] as? Int64 == 42) || (payload["article"] as? Int == 42))
+        #expect(options[.localNotification] == nil)
+        #expect(app.delegate.remote.isEmpty)
+        #expect(await eventually { (try? await system.engine.heldResponses(LegacyApp.bundle).isEmpty) == true })
+        await system.shutdown()
+    }
+
     @Test func aUserNotificationsDelegateSetWhileLaunchingGetsTheLaunchResponse() async throws {
         let system = try await NotificationTestSystem.start()
         _ = try await Self.deliverAndTapWhileNotRunning(system, body: "ported")
@@ -310,14 +324,21 @@ struct LegacyNotificationTests {
 
     /// A notification delivered and tapped while the app does not run: the engine holds
     /// the response and launches the app.
-    static func deliverAndTapWhileNotRunning(_ system: NotificationTestSystem, body: String) async throws -> String {
+    static func deliverAndTapWhileNotRunning(_ system: NotificationTestSystem, body: String, remote: Bool = false) async throws -> String {
         let setup = try await system.connect(LegacyApp.bundle)
         _ = try await setup.call(.requestAuthorization(AuthorizationOptionsValue(rawValue: 0b111)))
         var content = NotificationContentValue()
         content.body = body
+        content.userInfo = ["aps": .dictionary(["alert": .string(body)]), "article": .integer(42)]
         let identifier = LegacyNotificationIdentityForTests.identifier(body)
-        _ = try await setup.call(.add(NotificationRequestValue(identifier: identifier, content: content, trigger: nil)))
         await setup.disconnect()
+        if remote {
+            await system.engine.deliverNow(NotificationRequestValue(identifier: identifier, content: content, trigger: .push), bundle: LegacyApp.bundle)
+        } else {
+            let again = try await system.connect(LegacyApp.bundle)
+            _ = try await again.call(.add(NotificationRequestValue(identifier: identifier, content: content, trigger: nil)))
+            await again.disconnect()
+        }
         try await system.engine.respond(bundle: LegacyApp.bundle, identifier: identifier, actionIdentifier: UNNotificationDefaultActionIdentifier)
         #expect(system.launcher.launches.map(\.bundleIdentifier) == [LegacyApp.bundle])
         return identifier
