@@ -265,11 +265,18 @@ let package = Package(
         ),
         .testTarget(
             name: "SeedExamplesTests",
-            dependencies: ["UserNotifications", "UserNotificationsUI", "TidingsTesting",
+            dependencies: ["UserNotifications", "UserNotificationsUI", "TidingsTesting", "TidingsApplication",
                            .product(name: "Crypto", package: "swift-crypto")],
             // The seeds' examples are Swift 3-era code (URLSession callbacks capturing
-            // non-Sendable closures); they compile in Swift 5 mode, as such code does.
+            // non-Sendable closures); they compile in Swift 5 mode, as such code does. With
+            // them: the delegate patterns of iOS code and an inventory of Apple's API.
             swiftSettings: [.swiftLanguageMode(.v5)]
+        ),
+        // UIApplication's pre-iOS 10 notification API (UILocalNotification…) on the engine.
+        .testTarget(
+            name: "LegacyNotificationTests",
+            dependencies: ["TidingsApplication", "UserNotifications", "TidingsTesting", "TidingsCore", "TidingsEngine"],
+            swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "TidingsStorageTests",

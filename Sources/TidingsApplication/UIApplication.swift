@@ -11,23 +11,95 @@ public enum UIBackgroundFetchResult: UInt, Sendable {
     case failed = 2
 }
 
-/// The app delegate's remote-notification callbacks, with UIKit's names
-/// (`UIApplicationDelegate`). Every method has a default that does nothing (Apple's are
-/// optional); the silent-push default reports `.noData`.
+/// The app delegate's launch and notification callbacks, with UIKit's names
+/// (`UIApplicationDelegate`, main-actor as in UIKit). Every method has a default (Apple's
+/// are optional): the launch methods return true, the silent-push method calls the
+/// pre-iOS 7 `didReceiveRemoteNotification` and reports `.noData`, each `withResponseInfo`
+/// action method calls the one without it, whose default completes. The pre-iOS 10
+/// callbacks (deprecated as in UIKit) are called only for an app that uses the legacy API
+/// (UIApplication+LegacyNotifications.swift) and sets no `UNUserNotificationCenter`
+/// delegate, as on iOS 10 and later.
 @MainActor
 public protocol UIApplicationDelegate: AnyObject {
+    func application(_ application: UIApplication, willFinishLaunchingWithOptions launchOptions: [UIApplication.LaunchOptionsKey: Any]?) -> Bool
+    func application(_ application: UIApplication, didFinishLaunchingWithOptions launchOptions: [UIApplication.LaunchOptionsKey: Any]?) -> Bool
+
     func application(_ application: UIApplication, didRegisterForRemoteNotificationsWithDeviceToken deviceToken: Data)
     func application(_ application: UIApplication, didFailToRegisterForRemoteNotificationsWithError error: any Error)
     func application(_ application: UIApplication, didReceiveRemoteNotification userInfo: [AnyHashable: Any],
                      fetchCompletionHandler completionHandler: @escaping @Sendable (UIBackgroundFetchResult) -> Void)
+
+    @available(iOS, introduced: 3.0, deprecated: 10.0, message: "Use UserNotifications Framework's -[UNUserNotificationCenterDelegate willPresentNotification:withCompletionHandler:] or -[UNUserNotificationCenterDelegate didReceiveNotificationResponse:withCompletionHandler:] for user visible notifications and -[UIApplicationDelegate application:didReceiveRemoteNotification:fetchCompletionHandler:] for silent remote notifications")
+    @available(*, deprecated, message: "Use UserNotifications Framework's -[UNUserNotificationCenterDelegate willPresentNotification:withCompletionHandler:] or -[UNUserNotificationCenterDelegate didReceiveNotificationResponse:withCompletionHandler:] for user visible notifications and -[UIApplicationDelegate application:didReceiveRemoteNotification:fetchCompletionHandler:] for silent remote notifications")
+    func application(_ application: UIApplication, didReceiveRemoteNotification userInfo: [AnyHashable: Any])
+
+    @available(iOS, introduced: 8.0, deprecated: 10.0, message: "Use UserNotifications Framework's -[UNUserNotificationCenter requestAuthorizationWithOptions:completionHandler:]")
+    @available(*, deprecated, message: "Use UserNotifications Framework's -[UNUserNotificationCenter requestAuthorizationWithOptions:completionHandler:]")
+    func application(_ application: UIApplication, didRegister notificationSettings: UIUserNotificationSettings)
+
+    @available(iOS, introduced: 4.0, deprecated: 10.0, message: "Use UserNotifications Framework's -[UNUserNotificationCenterDelegate willPresentNotification:withCompletionHandler:] or -[UNUserNotificationCenterDelegate didReceiveNotificationResponse:withCompletionHandler:]")
+    @available(*, deprecated, message: "Use UserNotifications Framework's -[UNUserNotificationCenterDelegate willPresentNotification:withCompletionHandler:] or -[UNUserNotificationCenterDelegate didReceiveNotificationResponse:withCompletionHandler:]")
+    func application(_ application: UIApplication, didReceive notification: UILocalNotification)
+
+    @available(iOS, introduced: 8.0, deprecated: 10.0, message: "Use UserNotifications Framework's -[UNUserNotificationCenterDelegate didReceiveNotificationResponse:withCompletionHandler:]")
+    @available(*, deprecated, message: "Use UserNotifications Framework's -[UNUserNotificationCenterDelegate didReceiveNotificationResponse:withCompletionHandler:]")
+    func application(_ application: UIApplication, handleActionWithIdentifier identifier: String?, for notification: UILocalNotification, completionHandler: @escaping () -> Void)
+
+    @available(iOS, introduced: 9.0, deprecated: 10.0, message: "Use UserNotifications Framework's -[UNUserNotificationCenterDelegate didReceiveNotificationResponse:withCompletionHandler:]")
+    @available(*, deprecated, message: "Use UserNotifications Framework's -[UNUserNotificationCenterDelegate didReceiveNotificationResponse:withCompletionHandler:]")
+    func application(_ application: UIApplication, handleActionWithIdentifier identifier: String?, for notification: UILocalNotification, withResponseInfo responseInfo: [AnyHashable: Any], completionHandler: @escaping () -> Void)
+
+    @available(iOS, introduced: 8.0, deprecated: 10.0, message: "Use UserNotifications Framework's -[UNUserNotificationCenterDelegate didReceiveNotificationResponse:withCompletionHandler:]")
+    @available(*, deprecated, message: "Use UserNotifications Framework's -[UNUserNotificationCenterDelegate didReceiveNotificationResponse:withCompletionHandler:]")
+    func application(_ application: UIApplication, handleActionWithIdentifier identifier: String?, forRemoteNotification userInfo: [AnyHashable: Any], completionHandler: @escaping () -> Void)
+
+    @available(iOS, introduced: 9.0, deprecated: 10.0, message: "Use UserNotifications Framework's -[UNUserNotificationCenterDelegate didReceiveNotificationResponse:withCompletionHandler:]")
+    @available(*, deprecated, message: "Use UserNotifications Framework's -[UNUserNotificationCenterDelegate didReceiveNotificationResponse:withCompletionHandler:]")
+    func application(_ application: UIApplication, handleActionWithIdentifier identifier: String?, forRemoteNotification userInfo: [AnyHashable: Any], withResponseInfo responseInfo: [AnyHashable: Any], completionHandler: @escaping () -> Void)
 }
 
 extension UIApplicationDelegate {
+    public func application(_ application: UIApplication, willFinishLaunchingWithOptions launchOptions: [UIApplication.LaunchOptionsKey: Any]?) -> Bool { true }
+    public func application(_ application: UIApplication, didFinishLaunchingWithOptions launchOptions: [UIApplication.LaunchOptionsKey: Any]?) -> Bool { true }
     public func application(_ application: UIApplication, didRegisterForRemoteNotificationsWithDeviceToken deviceToken: Data) {}
     public func application(_ application: UIApplication, didFailToRegisterForRemoteNotificationsWithError error: any Error) {}
+
+    /// UIKit calls the pre-iOS 7 method when this one is not implemented.
     public func application(_ application: UIApplication, didReceiveRemoteNotification userInfo: [AnyHashable: Any],
                             fetchCompletionHandler completionHandler: @escaping @Sendable (UIBackgroundFetchResult) -> Void) {
+        let routing: any LegacyNotificationRouting = application
+        routing.callPreIOS7RemoteMethod(of: self, userInfo: userInfo)
         completionHandler(.noData)
+    }
+
+    @available(*, deprecated)
+    public func application(_ application: UIApplication, didReceiveRemoteNotification userInfo: [AnyHashable: Any]) {}
+
+    @available(*, deprecated)
+    public func application(_ application: UIApplication, didRegister notificationSettings: UIUserNotificationSettings) {}
+
+    @available(*, deprecated)
+    public func application(_ application: UIApplication, didReceive notification: UILocalNotification) {}
+
+    @available(*, deprecated)
+    public func application(_ application: UIApplication, handleActionWithIdentifier identifier: String?, for notification: UILocalNotification, completionHandler: @escaping () -> Void) {
+        completionHandler()
+    }
+
+    /// UIKit calls the iOS 8 method (without `responseInfo`) when this one is not implemented.
+    @available(*, deprecated)
+    public func application(_ application: UIApplication, handleActionWithIdentifier identifier: String?, for notification: UILocalNotification, withResponseInfo responseInfo: [AnyHashable: Any], completionHandler: @escaping () -> Void) {
+        self.application(application, handleActionWithIdentifier: identifier, for: notification, completionHandler: completionHandler)
+    }
+
+    @available(*, deprecated)
+    public func application(_ application: UIApplication, handleActionWithIdentifier identifier: String?, forRemoteNotification userInfo: [AnyHashable: Any], completionHandler: @escaping () -> Void) {
+        completionHandler()
+    }
+
+    @available(*, deprecated)
+    public func application(_ application: UIApplication, handleActionWithIdentifier identifier: String?, forRemoteNotification userInfo: [AnyHashable: Any], withResponseInfo responseInfo: [AnyHashable: Any], completionHandler: @escaping () -> Void) {
+        self.application(application, handleActionWithIdentifier: identifier, forRemoteNotification: userInfo, completionHandler: completionHandler)
     }
 }
 
@@ -56,13 +128,37 @@ public final class UIApplication {
     private let transport: any NotificationServiceTransport
     private var eventTask: Task<Void, Never>?
     private weak var storedDelegate: (any UIApplicationDelegate)?
+    private let centerOverride: UNUserNotificationCenter?
+    /// Whether the daemon started this process for a response (`TIDINGS_LAUNCH_STATE`).
+    let launchedForResponse: Bool
+    /// The `UNUserNotificationCenter` delegate that turns notifications into the pre-iOS 10
+    /// callbacks (a `LegacyNotificationBridge`), once the app uses the legacy API.
+    var legacyBridge: NSObject?
+    /// `legacyQueryTimeout` and `launchResponseTimeout` of this object (tests shorten them).
+    @_spi(Tidings) public var queryTimeout = UIApplication.legacyQueryTimeout
+    @_spi(Tidings) public var launchTimeout = UIApplication.launchResponseTimeout
 
     /// The process's application object.
-    public static let shared = UIApplication(transport: makeDefaultTransport())
+    public static let shared = UIApplication(
+        transport: makeDefaultTransport(),
+        launchedForResponse: ProcessInfo.processInfo.environment["TIDINGS_LAUNCH_STATE"] != nil)
 
-    /// An application object on another transport (tests: an in-process engine).
-    @_spi(Tidings) public init(transport: any NotificationServiceTransport) {
+    /// An application object on another transport (tests: an in-process engine), with the
+    /// notification center its legacy notification API uses (default: `.current()`).
+    @_spi(Tidings) public init(transport: any NotificationServiceTransport, notificationCenter: UNUserNotificationCenter? = nil, launchedForResponse: Bool = false) {
         self.transport = transport
+        self.centerOverride = notificationCenter
+        self.launchedForResponse = launchedForResponse
+    }
+
+    /// The center the legacy notification API schedules through and listens on.
+    @_spi(Tidings) public var notificationCenter: UNUserNotificationCenter { centerOverride ?? .current() }
+
+    /// Keys of the launch options (`application(_:didFinishLaunchingWithOptions:)`).
+    public struct LaunchOptionsKey: RawRepresentable, Hashable, Sendable {
+        public let rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+        public init(_ rawValue: String) { self.rawValue = rawValue }
     }
 
     /// The app delegate (held weakly, as UIKit does). Setting it tells the daemon that

@@ -27,11 +27,12 @@ public enum UNNotificationContentExtensionMediaPlayPauseButtonType: UInt, Sendab
 /// (`UNNotificationExtensionCategory`).
 ///
 /// On Apple platforms the adopter is a `UIViewController`. Linux has no UIKit, so the
-/// protocol does not require a view controller: the adopter is any main-actor class, and
-/// the daemon's presenters render what it produces. Every method but
+/// protocol does not require a view controller: the adopter is any class, and the
+/// daemon's presenters render what it produces. Declared as Apple declares it:
+/// `protocol UNNotificationContentExtension: NSObjectProtocol`, not isolated to an actor
+/// (the host calls it on the main thread, as iOS does). Every method but
 /// `didReceive(_ notification:)` is optional (default implementations below), matching
 /// Apple's `@objc optional` requirements.
-@MainActor
 public protocol UNNotificationContentExtension: NSObjectProtocol {
     /// Configure the interface for `notification`. Called again while the interface is
     /// shown when a notification with the same identifier replaces it or a new one of the
@@ -57,10 +58,18 @@ public protocol UNNotificationContentExtension: NSObjectProtocol {
     func mediaPause()
 }
 
+private struct ExtensionCall: @unchecked Sendable {
+    let `extension`: any UNNotificationContentExtension
+    let response: UNNotificationResponse
+}
+
 extension UNNotificationContentExtension {
     public func didReceive(_ response: UNNotificationResponse, completionHandler completion: @escaping @Sendable (UNNotificationContentExtensionResponseOption) -> Void) {
-        Task { @MainActor in
-            completion(await self.didReceive(response))
+        // As the Objective-C thunk of an imported `async` method: a task of its own, the
+        // only user of the extension and the response once this method returned.
+        let call = ExtensionCall(extension: self, response: response)
+        Task {
+            completion(await call.extension.didReceive(call.response))
         }
     }
 

@@ -59,15 +59,23 @@ struct Seed001Tests {
         await withSeedCenter(daemon) {
             let simple = Seed001.SimpleResponder()
             let named = Seed001.NameResponder()
-            var content = NotificationContentValue()
-            content.userInfo = ["name": .string("onevcat")]
-            let notification = DeliveredNotificationValue(request: NotificationRequestValue(identifier: "n", content: content, trigger: nil), date: Date())
+            func notification(_ userInfo: [String: PropertyListValue]) -> DeliveredNotificationValue {
+                var content = NotificationContentValue()
+                content.userInfo = userInfo
+                return DeliveredNotificationValue(request: NotificationRequestValue(identifier: "n", content: content, trigger: nil), date: Date())
+            }
+            let greetingsBefore = SeedOutput.lines(containing: "I know it's you!").count
+            // The simple responder completes.
             UNUserNotificationCenter.current().delegate = simple
-            daemon.emit(.didReceive(eventID: 7, response: ResponseValue(notification: notification, actionIdentifier: UNNotificationDefaultActionIdentifier)))
-            _ = await daemon.waitFor { $0 == .responseHandled(eventID: 7) }
+            daemon.emit(.didReceive(eventID: 7, response: ResponseValue(notification: notification(["name": .string("onevcat")]), actionIdentifier: UNNotificationDefaultActionIdentifier)))
+            #expect(await daemon.waitFor { $0 == .responseHandled(eventID: 7) } == [.responseHandled(eventID: 7)])
+            // The name responder reads `name` from the userInfo, greets, and completes; without a name it only completes.
             UNUserNotificationCenter.current().delegate = named
-            daemon.emit(.didReceive(eventID: 8, response: ResponseValue(notification: notification, actionIdentifier: UNNotificationDefaultActionIdentifier)))
-            _ = await daemon.waitFor { $0 == .responseHandled(eventID: 8) }
+            daemon.emit(.didReceive(eventID: 8, response: ResponseValue(notification: notification(["name": .string("onevcat")]), actionIdentifier: UNNotificationDefaultActionIdentifier)))
+            daemon.emit(.didReceive(eventID: 9, response: ResponseValue(notification: notification(["city": .string("Tokyo")]), actionIdentifier: UNNotificationDefaultActionIdentifier)))
+            #expect(await daemon.waitFor { $0 == .responseHandled(eventID: 8) } == [.responseHandled(eventID: 8)])
+            #expect(await daemon.waitFor { $0 == .responseHandled(eventID: 9) } == [.responseHandled(eventID: 9)], "\(daemon.requests)")
+            #expect(SeedOutput.lines(containing: "I know it's you!").dropFirst(greetingsBefore) == ["I know it's you! onevcat"])
             withExtendedLifetime((simple, named)) {}
         }
     }

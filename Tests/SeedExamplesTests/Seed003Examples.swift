@@ -8,6 +8,10 @@ import UserNotifications
 @MainActor final class Seed003ViewController {
     var center: UNUserNotificationCenter!
     var curIdentifier: String?
+    // UIKit stand-in: the post's image view (SeedHelpers.swift).
+    var eventImage = UIImageView()
+    /// Which API `adapt()` chose (fills the seed's `// Use UserNotification` placeholder).
+    var adaptedTo: String?
 
     // MARK: 注册通知 (seed lines 17–21)
 
@@ -60,7 +64,8 @@ import UserNotifications
         let content = notification.request.content
         if let attachment = content.attachments.first {
             if attachment.url.startAccessingSecurityScopedResource() {
-                // UIKit removed: eventImage.image = UIImage(contentsOfFile: attachment.url.path!)
+                // The seed's `attachment.url.path!`: `URL.path` was optional in Swift 3's betas.
+                eventImage.image = UIImage(contentsOfFile: attachment.url.path)
                 attachment.url.stopAccessingSecurityScopedResource()
             }
         }
@@ -71,6 +76,7 @@ import UserNotifications
     func adapt() {
         if #available(iOS 10.0, *) {
             // Use UserNotification
+            adaptedTo = "UserNotifications"
         }
     }
 }

@@ -61,6 +61,22 @@ struct Seed003Tests {
         content.attachments = [try UNNotificationAttachment(identifier: "a", url: try dir.write("a.jpg", TemporaryDirectory.jpeg))]
         let controller = Seed003ViewController()
         controller.readAttachment(of: UNNotification(request: UNNotificationRequest(identifier: "a", content: content, trigger: nil), date: Date()))
+        // The image view shows the attachment's file, read through `attachment.url`.
+        #expect(controller.eventImage.image?.data == Data(TemporaryDirectory.jpeg))
+        // On Linux `#available(iOS 10.0, *)` holds: the UserNotifications branch runs.
+        #expect(controller.adaptedTo == nil)
         controller.adapt()
+        #expect(controller.adaptedTo == "UserNotifications")
+    }
+
+    @Test func readingAMissingAttachmentShowsNothing() throws {
+        let dir = try TemporaryDirectory()
+        let file = try dir.write("gone.jpg", TemporaryDirectory.jpeg)
+        let content = UNMutableNotificationContent()
+        content.attachments = [try UNNotificationAttachment(identifier: "a", url: file)]
+        try FileManager.default.removeItem(at: file)
+        let controller = Seed003ViewController()
+        controller.readAttachment(of: UNNotification(request: UNNotificationRequest(identifier: "a", content: content, trigger: nil), date: Date()))
+        #expect(controller.eventImage.image == nil)
     }
 }

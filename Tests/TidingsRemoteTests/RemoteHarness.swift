@@ -190,7 +190,7 @@ struct RunningApp {
 
 /// `UNUserNotificationCenterDelegate` that records what reaches it.
 @MainActor
-final class RecordingNotificationDelegate: NSObject, UNUserNotificationCenterDelegate {
+final class RecordingNotificationDelegate: NSObject, @MainActor UNUserNotificationCenterDelegate {
     var presented: [UNNotification] = []
     var responses: [UNNotificationResponse] = []
 

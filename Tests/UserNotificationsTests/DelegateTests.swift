@@ -147,3 +147,105 @@ struct DelegateTests {
         #expect(delegate.settingsRequests[1]?.request.identifier == "s")
     }
 }
+
+// MARK: - Isolation as in Apple's SDK (issue 12 §2)
+
+/// A plain class that creates its delegate in a property initializer, as the seeds'
+/// `AppDelegate` without UIKit does. Compiles only when the delegate protocol is not
+/// main-actor isolated (Apple's is not).
+final class PlainOwner {
+    let handler = RecordingDelegate()
+}
+
+/// A nonisolated `async` function that creates and installs a delegate.
+nonisolated func installDelegate(on center: UNUserNotificationCenter) async -> AsyncDelegate {
+    let delegate = AsyncDelegate()
+    center.delegate = delegate
+    return delegate
+}
+
+/// A nonisolated delegate that checks it is called on the main actor (a trap otherwise).
+final class MainActorCheckingDelegate: NSObject, UNUserNotificationCenterDelegate, @unchecked Sendable {
+    private let lock = NSLock()
+    private var calls: [String] = []
+    var checked: [String] { lock.withLock { calls } }
+
+    func userNotificationCenter(_ center: UNUserNotificationCenter, willPresent notification: UNNotification, withCompletionHandler completionHandler: @escaping @Sendable (UNNotificationPresentationOptions) -> Void) {
+        MainActor.assertIsolated("the center calls its delegate on the main actor")
+        lock.withLock { calls.append("willPresent") }
+        completionHandler([.list])
+    }
+
+    func userNotificationCenter(_ center: UNUserNotificationCenter, didReceive response: UNNotificationResponse, withCompletionHandler completionHandler: @escaping @Sendable () -> Void) {
+        MainActor.assertIsolated("the center calls its delegate on the main actor")
+        lock.withLock { calls.append("didReceive") }
+        completionHandler()
+    }
+}
+
+/// A main-actor app delegate adopting the protocol as Swift 6 code does for Apple's SDK:
+/// with an isolated conformance. The center must call it on the main actor.
+@MainActor
+final class MainActorAppDelegate: NSObject, @MainActor UNUserNotificationCenterDelegate {
+    var identifiers: [String] = []
+    func userNotificationCenter(_ center: UNUserNotificationCenter, willPresent notification: UNNotification, withCompletionHandler completionHandler: @escaping @Sendable (UNNotificationPresentationOptions) -> Void) {
+        MainActor.assertIsolated()
+        identifiers.append(notification.request.identifier)
+        completionHandler([.banner])
+    }
+}
+
+/// The `@preconcurrency` conformance Swift 6 code also uses for Apple's nonisolated protocols.
+@MainActor
+final class PreconcurrencyAppDelegate: NSObject {
+    var identifiers: [String] = []
+}
+
+extension PreconcurrencyAppDelegate: @preconcurrency UNUserNotificationCenterDelegate {
+    func userNotificationCenter(_ center: UNUserNotificationCenter, didReceive response: UNNotificationResponse, withCompletionHandler completionHandler: @escaping @Sendable () -> Void) {
+        identifiers.append(response.actionIdentifier)
+        completionHandler()
+    }
+}
+
+@Suite("Delegate isolation", .timeLimit(.minutes(1)))
+struct DelegateIsolationTests {
+    @Test func aPlainOwnerAndAnAsyncFunctionCreateDelegates() async {
+        let transport = FakeTransport()
+        let center = UNUserNotificationCenter(transport: transport)
+        let owner = PlainOwner()
+        center.delegate = owner.handler
+        #expect(center.delegate === owner.handler)
+        let delegate = await installDelegate(on: center)
+        #expect(center.delegate === delegate)
+        transport.emit(.willPresent(eventID: 1, notification: Fixtures.delivered()))
+        #expect(await transport.nextSend { if case .presentationDecision = $0 { true } else { false } } == .presentationDecision(eventID: 1, options: [.list]))
+    }
+
+    @Test func theCenterCallsANonisolatedDelegateOnTheMainActor() async {
+        let transport = FakeTransport()
+        let center = UNUserNotificationCenter(transport: transport)
+        let delegate = MainActorCheckingDelegate()
+        center.delegate = delegate
+        transport.emit(.willPresent(eventID: 2, notification: Fixtures.delivered()))
+        transport.emit(.didReceive(eventID: 3, response: ResponseValue(notification: Fixtures.delivered(), actionIdentifier: UNNotificationDefaultActionIdentifier)))
+        _ = await transport.nextSend { $0 == .responseHandled(eventID: 3) }
+        #expect(delegate.checked == ["willPresent", "didReceive"])
+    }
+
+    @MainActor
+    @Test func mainActorConformancesAreCalledOnTheMainActor() async {
+        let transport = FakeTransport()
+        let center = UNUserNotificationCenter(transport: transport)
+        let isolated = MainActorAppDelegate()
+        center.delegate = isolated
+        transport.emit(.willPresent(eventID: 4, notification: Fixtures.delivered("iso")))
+        #expect(await transport.nextSend { if case .presentationDecision = $0 { true } else { false } } == .presentationDecision(eventID: 4, options: [.banner]))
+        #expect(isolated.identifiers == ["iso"])
+        let preconcurrency = PreconcurrencyAppDelegate()
+        center.delegate = preconcurrency
+        transport.emit(.didReceive(eventID: 5, response: ResponseValue(notification: Fixtures.delivered(), actionIdentifier: "act")))
+        _ = await transport.nextSend { $0 == .responseHandled(eventID: 5) }
+        #expect(preconcurrency.identifiers == ["act"])
+    }
+}

@@ -12,8 +12,8 @@ import TidingsCore
 ///
 /// **Threads.** Completion handlers run on a background thread (a Swift concurrency
 /// executor), never on the main thread — as on Apple's platforms, hop to the main actor
-/// for UI work. The `async` forms run in the caller's isolation. Delegate methods run on
-/// the main actor.
+/// for UI work. The `async` forms run in the caller's isolation. Delegate methods are
+/// called on the main actor (the delegate protocol itself is not isolated, as Apple's).
 ///
 /// Fire-and-forget calls (`removePending…`, `removeDelivered…`, `setNotificationCategories`)
 /// are sent in order before any later call, so a later call sees their effect.
@@ -21,13 +21,22 @@ public final class UNUserNotificationCenter: NSObject, Sendable {
     private struct State: Sendable {
         var transport: (any NotificationServiceTransport)?
         var events: Task<Void, Never>?
-        var delegate = WeakDelegate()
         var delegateAnnounced: Bool?
     }
 
-    private struct WeakDelegate: Sendable {
-        weak var value: (any UNUserNotificationCenterDelegate)?
+    /// The delegate, weakly, behind a lock of its own: the protocol is not `Sendable` (as
+    /// Apple's), and the center only reads it to call it on the main actor.
+    private final class WeakDelegate: @unchecked Sendable {
+        private let lock = NSLock()
+        private weak var stored: (any UNUserNotificationCenterDelegate)?
+
+        var value: (any UNUserNotificationCenterDelegate)? {
+            get { lock.withLock { stored } }
+            set { lock.withLock { stored = newValue } }
+        }
     }
+
+    private let weakDelegate = WeakDelegate()
 
     private let makeTransport: @Sendable () -> any NotificationServiceTransport
     private let state = Mutex(State())
@@ -157,11 +166,11 @@ public final class UNUserNotificationCenter: NSObject, Sendable {
     /// The delegate, held weakly. Set it before the app finishes launching: responses that
     /// launched the app are held by the daemon until a delegate is set.
     public var delegate: (any UNUserNotificationCenterDelegate)? {
-        get { state.withLock { $0.delegate.value } }
+        get { weakDelegate.value }
         set {
+            let isSet = newValue != nil
+            weakDelegate.value = newValue
             let announce = state.withLock { state -> Bool? in
-                state.delegate.value = newValue
-                let isSet = newValue != nil
                 guard state.delegateAnnounced != isSet else { return nil }
                 state.delegateAnnounced = isSet
                 return isSet

@@ -10,6 +10,42 @@ import Synchronization
 import TidingsCore
 @_spi(Tidings) import UserNotifications
 
+// MARK: - What the seeds print
+
+/// The seeds' `print`, unchanged for them (this module's function shadows the standard
+/// library's): records each line for the tests (`SeedOutput`), then prints it.
+func print(_ items: Any..., separator: String = " ", terminator: String = "\n") {
+    let line = items.map { "\($0)" }.joined(separator: separator)
+    SeedOutput.lines.withLock { $0.append(line) }
+    Swift.print(line, terminator: terminator)
+}
+
+/// Every line the seeds' examples printed in this test process.
+enum SeedOutput {
+    static let lines = Mutex<[String]>([])
+
+    /// The printed lines that contain `text`.
+    static func lines(containing text: String) -> [String] {
+        lines.withLock { $0.filter { $0.contains(text) } }
+    }
+}
+
+// MARK: - UIKit stand-ins
+
+/// `UIImageView`, as far as the seeds' attachment code uses it: holds an image.
+final class UIImageView {
+    var image: UIImage?
+}
+
+/// `UIImage(contentsOfFile:)`: nil when the file cannot be read, as UIKit's.
+struct UIImage {
+    let data: Data
+    init?(contentsOfFile path: String) {
+        guard let data = FileManager.default.contents(atPath: path) else { return nil }
+        self.data = data
+    }
+}
+
 // MARK: - Helpers from the seeds' demo project
 
 /// The demo's `delay(_:_:)` is `DispatchQueue.main.asyncAfter`. In tests, time is driven
