@@ -55,22 +55,35 @@ public enum CalendarMatching {
     }
 
     /// Whether `components` can be used for matching at all: every value is in its
-    /// component's range (Gregorian ranges; other calendars are left to Foundation).
+    /// component's range (Gregorian ranges, applied to every calendar: they are wide
+    /// enough for the Hebrew calendar's 13 months).
+    ///
+    /// The ranges are also what keeps matching finite: Foundation's search for a
+    /// `weekdayOrdinal` of 6 or 7 never ends (in every calendar), so the ordinal is 1–5
+    /// (negative ordinals never match in Foundation either). Values far outside any range
+    /// (`Int.min`, `Int.max`) are refused here, before Foundation sees them. The fuzz
+    /// target `FuzzTrigger` checks that no accepted value hangs or traps.
     public static func isPlausible(_ components: DateComponents) -> Bool {
         func inRange(_ value: Int?, _ range: ClosedRange<Int>) -> Bool { value.map(range.contains) ?? true }
-        return inRange(components.month, 1...13)
+        return inRange(components.era, 0...1_000)
+            && inRange(components.year, 1...maximumYear)
+            && inRange(components.yearForWeekOfYear, 1...maximumYear)
+            && inRange(components.month, 1...13)
             && inRange(components.day, 1...31)
             && inRange(components.hour, 0...23)
             && inRange(components.minute, 0...59)
             && inRange(components.second, 0...60)
             && inRange(components.nanosecond, 0...999_999_999)
             && inRange(components.weekday, 1...7)
-            && inRange(components.weekdayOrdinal, -6...6)
+            && inRange(components.weekdayOrdinal, 1...5)
             && inRange(components.quarter, 1...4)
             && inRange(components.weekOfMonth, 0...6)
             && inRange(components.weekOfYear, 1...53)
-            && inRange(components.year, 1...Int(Int32.max))
     }
+
+    /// The latest year a calendar trigger may name: dates up to it are exact in a `Date`
+    /// (a `Double` of seconds) and in Foundation's calendars.
+    public static let maximumYear = 100_000
 
     private static func dateLevelComponentsMatch(_ date: Date, _ matching: DateComponents, _ calendar: Calendar) -> Bool {
         let dateLevel: [Calendar.Component] = [.era, .year, .month, .day, .weekday, .weekdayOrdinal, .quarter, .weekOfMonth, .weekOfYear, .yearForWeekOfYear]
