@@ -198,9 +198,14 @@ struct UntrustedNumbersTests {
         for ordinal in [6, 7, 0, -1] {
             #expect(await app.add("ordinal", trigger: .calendar(DateComponents(weekday: 2, weekdayOrdinal: ordinal), repeats: true)).failureCode == .invalidTrigger)
         }
+        // Nor for week 0 of a month in the ISO 8601 calendar (found by FuzzTrigger).
+        var iso = DateComponents(weekday: 1, weekOfMonth: 0)
+        iso.calendar = Calendar(identifier: .iso8601)
+        #expect(await app.add("week0", trigger: .calendar(iso, repeats: true)).failureCode == .invalidTrigger)
         // In range but never matching: answered at once, never scheduled.
         for never in [DateComponents(month: 2, day: 30), DateComponents(month: 4, day: 31), DateComponents(year: 2100, month: 2, day: 29),
-                      DateComponents(weekOfYear: 53, yearForWeekOfYear: 2027), DateComponents(hour: 12, second: 60)] {
+                      DateComponents(weekOfYear: 53, yearForWeekOfYear: 2027), DateComponents(hour: 12, second: 60),
+                      DateComponents(year: 2020, nanosecond: 5)] {
             let started = ContinuousClock.now
             #expect(await app.add("never", trigger: .calendar(never, repeats: true)).failureCode == .notificationInvalidNoDate, "\(never)")
             #expect(ContinuousClock.now - started < .seconds(5), "\(never) took \(ContinuousClock.now - started)")

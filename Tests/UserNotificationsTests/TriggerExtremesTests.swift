@@ -19,6 +19,18 @@ struct TriggerExtremesTests {
         #expect(fifth.nextTriggerDate(after: now, timeZone: utc) != nil)
     }
 
+    @Test("a past year with a nanosecond has no next date (Foundation answers a date in that year)")
+    func pastYearWithNanosecond() throws {
+        for components in [DateComponents(year: 12, nanosecond: 1), DateComponents(year: 2020, nanosecond: 5), DateComponents(year: 2020, month: 3, nanosecond: 5)] {
+            let trigger = UNCalendarNotificationTrigger(dateMatching: components, repeats: true)
+            #expect(trigger.nextTriggerDate(after: now, timeZone: utc) == nil, "\(components)")
+        }
+        // The same in the future still matches.
+        let future = UNCalendarNotificationTrigger(dateMatching: DateComponents(year: 2030, nanosecond: 5), repeats: false)
+        let next = try #require(future.nextTriggerDate(after: now, timeZone: utc))
+        #expect(next > now)
+    }
+
     @Test("far-future triggers have their exact next dates")
     func farFuture() throws {
         let interval = UNTimeIntervalNotificationTrigger(timeInterval: 1e10, repeats: false)

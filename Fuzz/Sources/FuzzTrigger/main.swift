@@ -49,7 +49,7 @@ func exercise(_ trigger: TriggerValue, position: (Double, Double)) {
     // A repeating trigger goes on after each fire, always forward (no fire loop), and a
     // fire found late (the daemon was down) collapses into one.
     var fired = first
-    for late in [0.0, 1, 86_400 * 400] {
+    for late: TimeInterval in [0, 1, 86_400 * 400] {
         let at = fired.addingTimeInterval(late)
         guard let next = TriggerSchedule.nextFire(trigger, fired: fired, now: at, timeZone: utc) else { break }
         precondition(next > at, "a next fire date not after now: \(next) at \(at)")
