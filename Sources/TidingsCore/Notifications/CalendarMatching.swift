@@ -46,31 +46,51 @@ public enum CalendarMatching {
         // instant — but it also turns a missing *day* (Feb 29 in a common year) into the
         // start of the next day. Keep its answer only when every date-level component
         // still matches; otherwise search strictly, which skips to a year that has the day.
-        if let candidate = calendar.nextDate(after: date, matching: matching, matchingPolicy: .nextTime, repeatedTimePolicy: .first, direction: .forward) {
-            if dateLevelComponentsMatch(candidate, matching, calendar) {
-                return candidate
-            }
+        //
+        // Foundation sometimes answers a date that is not after `date` (year 12 with a
+        // nanosecond set gives a date in year 12): such an answer is no answer, or a
+        // repeating trigger would fire again at once, without end (found by `FuzzTrigger`).
+        if let candidate = calendar.nextDate(after: date, matching: matching, matchingPolicy: .nextTime, repeatedTimePolicy: .first, direction: .forward),
+           candidate > date, dateLevelComponentsMatch(candidate, matching, calendar) {
+            return candidate
         }
-        return calendar.nextDate(after: date, matching: matching, matchingPolicy: .strict, repeatedTimePolicy: .first, direction: .forward)
+        guard let strict = calendar.nextDate(after: date, matching: matching, matchingPolicy: .strict, repeatedTimePolicy: .first, direction: .forward),
+              strict > date else { return nil }
+        return strict
     }
 
     /// Whether `components` can be used for matching at all: every value is in its
-    /// component's range (Gregorian ranges; other calendars are left to Foundation).
+    /// component's range (Gregorian ranges, applied to every calendar: they are wide
+    /// enough for the Hebrew calendar's 13 months).
+    ///
+    /// The ranges are also what keeps matching finite: Foundation's search for a
+    /// `weekdayOrdinal` of 6 or 7 never ends (in every calendar), so the ordinal is 1–5
+    /// (negative ordinals never match in Foundation either); nor does its search for week 0
+    /// of a month in the ISO 8601 calendar (in the Gregorian one it never matches), so
+    /// `weekOfMonth` is 1–6. Values far outside any range
+    /// (`Int.min`, `Int.max`) are refused here, before Foundation sees them. The fuzz
+    /// target `FuzzTrigger` checks that no accepted value hangs or traps.
     public static func isPlausible(_ components: DateComponents) -> Bool {
         func inRange(_ value: Int?, _ range: ClosedRange<Int>) -> Bool { value.map(range.contains) ?? true }
-        return inRange(components.month, 1...13)
+        return inRange(components.era, 0...1_000)
+            && inRange(components.year, 1...maximumYear)
+            && inRange(components.yearForWeekOfYear, 1...maximumYear)
+            && inRange(components.month, 1...13)
             && inRange(components.day, 1...31)
             && inRange(components.hour, 0...23)
             && inRange(components.minute, 0...59)
             && inRange(components.second, 0...60)
             && inRange(components.nanosecond, 0...999_999_999)
             && inRange(components.weekday, 1...7)
-            && inRange(components.weekdayOrdinal, -6...6)
+            && inRange(components.weekdayOrdinal, 1...5)
             && inRange(components.quarter, 1...4)
-            && inRange(components.weekOfMonth, 0...6)
+            && inRange(components.weekOfMonth, 1...6)
             && inRange(components.weekOfYear, 1...53)
-            && inRange(components.year, 1...Int(Int32.max))
     }
+
+    /// The latest year a calendar trigger may name: dates up to it are exact in a `Date`
+    /// (a `Double` of seconds) and in Foundation's calendars.
+    public static let maximumYear = 100_000
 
     private static func dateLevelComponentsMatch(_ date: Date, _ matching: DateComponents, _ calendar: Calendar) -> Bool {
         let dateLevel: [Calendar.Component] = [.era, .year, .month, .day, .weekday, .weekdayOrdinal, .quarter, .weekOfMonth, .weekOfYear, .yearForWeekOfYear]

@@ -114,6 +114,34 @@ public struct NotificationContentValue: Sendable, Hashable, Codable {
 }
 
 extension NotificationContentValue {
+    /// The content with its numbers made safe to keep, compare, encode as JSON and show:
+    /// an app's values are untrusted. A negative badge is an error (`badgeInputInvalid`,
+    /// as `setBadgeCount`); the rest is clamped to its range, as Apple clamps
+    /// `relevanceScore` to 0–1: NaN and infinities (which JSON cannot carry and which break
+    /// equality) become the default, a volume goes to 0–1, a count to ≥ 0.
+    public func withCheckedNumbers() throws(NotificationError) -> NotificationContentValue {
+        if let badge, badge < 0 {
+            throw NotificationError(.badgeInputInvalid, "badge count must not be negative (got \(badge))")
+        }
+        var c = self
+        c.relevanceScore = relevanceScore.isNaN ? 0 : min(max(relevanceScore, 0), 1)
+        if let volume = sound?.volume {
+            c.sound?.volume = volume.isNaN ? nil : min(max(volume, 0), 1)
+        }
+        c.summaryArgumentCount = max(summaryArgumentCount, 0)
+        for index in c.attachments.indices {
+            var options = c.attachments[index].options
+            if let time = options.thumbnailTime, !time.isFinite || time < 0 { options.thumbnailTime = nil }
+            if let rect = options.thumbnailClippingRect, rect.count != 4 || !rect.allSatisfy({ $0.isFinite }) {
+                options.thumbnailClippingRect = nil
+            }
+            c.attachments[index].options = options
+        }
+        return c
+    }
+}
+
+extension NotificationContentValue {
     private enum CodingKeys: String, CodingKey {
         case title, subtitle, body, badge, sound, launchImageName, userInfo, attachments
         case categoryIdentifier, threadIdentifier, targetContentIdentifier, summaryArgument

@@ -18,17 +18,35 @@ extension WallClock {
 }
 
 /// The system's clock.
+///
+/// A deadline is untrusted: a trigger may lie centuries ahead (or its stored date be
+/// infinite), and `Task.sleep` takes a `Duration` of 64-bit nanoseconds (±292 years).
+/// Sleeps longer than `maximumStep` are taken in steps, each re-reading the clock, so no
+/// deadline can overflow the conversion and a change of the system time is noticed.
 public struct SystemWallClock: WallClock {
+    /// The longest single sleep: one day.
+    public static let maximumStep: TimeInterval = 86_400
+
     public init() {}
 
     public var now: Date { Date() }
 
     public func sleep(until deadline: Date) async throws {
-        let delay = deadline.timeIntervalSinceNow
-        guard delay > 0 else {
-            try Task.checkCancellation()
-            return
+        while true {
+            guard let step = Self.step(until: deadline, now: Date()) else {
+                try Task.checkCancellation()
+                return
+            }
+            try await Task.sleep(for: step, tolerance: .zero, clock: .continuous)
         }
-        try await Task.sleep(for: .nanoseconds(Int64(delay * 1_000_000_000)), tolerance: .zero, clock: .continuous)
+    }
+
+    /// How long to sleep next towards `deadline`: nil when it has come (or is no date at
+    /// all, NaN), else at most `maximumStep`, in whole nanoseconds that never overflow.
+    public static func step(until deadline: Date, now: Date) -> Duration? {
+        let delay = deadline.timeIntervalSince(now)
+        guard delay > 0 else { return nil }
+        let seconds = min(delay, maximumStep)
+        return .nanoseconds(Int64((seconds * 1_000_000_000).rounded(.up)))
     }
 }

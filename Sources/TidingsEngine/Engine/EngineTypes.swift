@@ -64,6 +64,12 @@ public struct EngineConfiguration: Sendable {
     /// Runs service extensions on pushes with `mutable-content`; nil presents pushes as sent.
     public var serviceExtensions: (any ServiceExtensionRunning)?
     public var logger: Logger
+    /// The scheduler's longest sleep: it wakes at least this often and looks at its queue
+    /// again, so a fire date centuries ahead (or a clock that jumps) never becomes one sleep.
+    public var maximumSleep: TimeInterval = EngineConfiguration.defaultMaximumSleep
+
+    /// One hour.
+    public static let defaultMaximumSleep: TimeInterval = 3_600
 
     public init(
         clock: any WallClock = SystemWallClock(),

@@ -23,21 +23,20 @@ extension NotificationEngine {
 
         let keep = keepPending ?? (nextFire != nil)
         var replaced: DeliveredNotificationValue?
-        // A fired request is presented as soon as its store operation has run in order, not
-        // after the commit: everything that can follow the presentation (a response, a
-        // removal, a listing) is queued behind it and sees it. A crash before the commit
-        // leaves the request pending with a past date, so it fires again at start: at least
-        // once, never lost (docs/architecture.md, "Firing"). What cannot be undone (deleting
-        // attachment files) waits for the commit.
-        var durable: StoreTicket<FireOutcome?>?
+        var presentationID: Int64?
+        // A fired request is presented once its fire is durable, and the fire records what
+        // is to be shown until `markPresented`: a crash before the commit leaves it pending
+        // (it fires once at the next start), a crash after it leaves the record, and the
+        // next start shows it (docs/architecture.md, "Firing"). Everything that can follow
+        // the presentation (a response, a removal, a listing) is queued behind the fire.
         do {
             if let pendingKey {
-                let tickets = store.fireApplied(key: pendingKey, at: date, nextFire: nextFire, keepPending: keep, deliver: presentation.list)
-                guard let outcome = try await tickets.applied.value else {
+                let tickets = store.fireApplied(key: pendingKey, at: date, nextFire: nextFire, keepPending: keep, deliver: presentation.list, present: presentation.recordedFlags)
+                guard let outcome = try await tickets.durable.value else {
                     return nil // removed while we asked the app
                 }
                 replaced = outcome.replacedDelivered
-                durable = tickets.durable
+                presentationID = outcome.presentation
             } else if presentation.list {
                 replaced = try await store.deliver(notification, for: bundle, push: push).value
             }
@@ -47,8 +46,8 @@ extension NotificationEngine {
         }
 
         let badgeStored = await show(request, bundle: bundle, notification: notification, presentation: presentation, replaced: replaced != nil)
+        markPresented(presentationID)
         do {
-            _ = try await durable?.value
             try await badgeStored?.value
         } catch {
             logger.error("could not record a delivery", metadata: ["app": "\(bundle)", "request": "\(request.identifier)", "error": "\(error)"])

@@ -10,6 +10,7 @@ extension NotificationEngine {
     /// each request at its date on the injected clock.
     public func run() async throws {
         try await recover()
+        await presentUnpresented()
         let (deliveries, sink) = AsyncStream<@Sendable () async -> Void>.makeStream()
         self.deliveries = sink
         defer {
@@ -50,7 +51,8 @@ extension NotificationEngine {
             poked = false
             fireDue()
             if poked { continue }
-            let deadline = heap.min?.date
+            // Never one sleep to a date centuries ahead: wake within `maximumSleep` and look again.
+            let deadline = heap.min.map { Self.sleepDeadline(for: $0.date, now: clock.now, maximumSleep: configuration.maximumSleep) }
             await withTaskGroup(of: Void.self) { group in
                 if let deadline {
                     group.addTask { [clock] in try? await clock.sleep(until: deadline) }
@@ -62,6 +64,13 @@ extension NotificationEngine {
             }
         }
         unpark()
+    }
+
+    /// Where the scheduler's next sleep ends: the fire date, or `maximumSleep` from now if
+    /// that comes first (a non-finite or non-positive `maximumSleep` counts as one hour).
+    static func sleepDeadline(for date: Date, now: Date, maximumSleep: TimeInterval) -> Date {
+        let step = maximumSleep.isFinite && maximumSleep > 0 ? maximumSleep : EngineConfiguration.defaultMaximumSleep
+        return min(date, now.addingTimeInterval(step))
     }
 
     func park() async {
@@ -116,7 +125,7 @@ extension NotificationEngine {
                 guard !asked.contains(record.bundleIdentifier), let settings = settings[record.bundleIdentifier], let due = record.nextFire else { return nil }
                 let presentation = Presentation(settings: settings, content: record.request.content)
                 let next = record.request.trigger.flatMap { TriggerSchedule.nextFire($0, fired: due, now: now, timeZone: timeZone) }
-                return FireWrite(nextFire: next, keepPending: next != nil, deliver: presentation.list)
+                return FireWrite(nextFire: next, keepPending: next != nil, deliver: presentation.list, present: presentation.recordedFlags)
             }
             while let top = heap.min, top.date <= now {
                 heap.removeMin()
@@ -179,30 +188,33 @@ extension NotificationEngine {
         appDeliveries[bundle] = nil
     }
 
-    /// Presents a request the store has fired already; what waits for the commit (deleting
-    /// replaced attachments) runs when it comes, without holding up the next one.
+    /// Presents a request the store has fired already, once its fire is durable; what
+    /// waits for the badge's commit (deleting replaced attachments) runs when it comes,
+    /// without holding up the next one.
     func showFired(_ entry: FiredEntry) async {
         guard let due = entry.due, let write = due.write, let outcome = due.outcome else { return }
         let request = due.record.request
         let bundle = due.record.bundleIdentifier
         if write.keepPending, let next = write.nextFire { schedule(FireItem(date: next, key: due.record.key)) }
-        let presentation = entry.settings.map { Presentation(settings: $0, content: request.content) } ?? .none
-        let badgeStored = await show(request, bundle: bundle, notification: outcome.notification, presentation: presentation, replaced: outcome.replacedDelivered != nil)
-        let replaced = outcome.replacedDelivered
-        let filesMayGo = !(replaced?.request.content.attachments.isEmpty ?? true) || (!request.content.attachments.isEmpty && !write.deliver && !write.keepPending)
-        let logger = logger
-        guard filesMayGo || badgeStored != nil else {
-            entry.durable.whenComplete { result in
-                if case .failure(let error) = result {
-                    logger.error("could not record a delivery", metadata: ["app": "\(bundle)", "request": "\(request.identifier)", "error": "\(error)"])
-                }
-            }
+        // Shown only once the fire is durable (docs/architecture.md, "Firing"): a crash
+        // before leaves the request pending with a past date, and it fires once at the next
+        // start; a crash after leaves its entry to present, shown at the next start.
+        do {
+            _ = try await entry.durable.value
+        } catch {
+            logger.error("could not record a delivery", metadata: ["app": "\(bundle)", "request": "\(request.identifier)", "error": "\(error)"])
             return
         }
+        let presentation = entry.settings.map { Presentation(settings: $0, content: request.content) } ?? .none
+        let badgeStored = await show(request, bundle: bundle, notification: outcome.notification, presentation: presentation, replaced: outcome.replacedDelivered != nil)
+        markPresented(outcome.presentation)
+        let replaced = outcome.replacedDelivered
+        let filesMayGo = !(replaced?.request.content.attachments.isEmpty ?? true) || (!request.content.attachments.isEmpty && !write.deliver && !write.keepPending)
+        guard filesMayGo || badgeStored != nil else { return }
+        let logger = logger
         inFlight += 1
         Task {
             do {
-                _ = try await entry.durable.value
                 try await badgeStored?.value
                 await self.delivered(request, bundle: bundle, presentation: presentation, replaced: replaced, keepPending: write.keepPending)
             } catch {
@@ -210,6 +222,41 @@ extension NotificationEngine {
             }
             self.finishedDelivery()
         }
+    }
+
+    /// The presenters have shown a fired notification: its recorded entry goes, so the next
+    /// start does not show it again. Until that commits, a crash shows it once more.
+    func markPresented(_ id: Int64?) {
+        guard let id else { return }
+        let logger = logger
+        store.presented([id]).whenComplete { result in
+            if case .failure(let error) = result {
+                logger.error("could not mark a notification as presented; it is shown again at the next start", metadata: ["error": "\(error)"])
+            }
+        }
+    }
+
+    /// Shows what fires recorded for the presenters and a crash kept from being shown or
+    /// marked (at-least-once banners), oldest first, then marks them. Runs at start,
+    /// before anything new fires.
+    func presentUnpresented() async {
+        let entries: [UnpresentedNotification]
+        do {
+            entries = try await store.unpresented().value
+        } catch {
+            logger.error("could not read the notifications left to present", metadata: ["error": "\(error)"])
+            return
+        }
+        guard !entries.isEmpty else { return }
+        inFlight += 1
+        defer { finishedDelivery() }
+        for entry in entries {
+            let presentation = Presentation(recordedFlags: entry.present)
+            let badgeStored = await show(entry.notification.request, bundle: entry.bundleIdentifier, notification: entry.notification, presentation: presentation, replaced: false)
+            _ = try? await badgeStored?.value
+            markPresented(entry.id)
+        }
+        logger.notice("presented notifications a crash had kept from being shown", metadata: ["count": "\(entries.count)"])
     }
 
     func enqueueDelivery(_ work: @escaping @Sendable () async -> Void) {
@@ -271,6 +318,11 @@ extension NotificationEngine {
     /// entering (outside → inside) or leaving (inside → outside). The first position only
     /// establishes where the device is, as Core Location's region monitoring does.
     public func locationChanged(latitude: Double, longitude: Double) async {
+        // A position off the globe (NaN, 200°) would make every region look left: ignored.
+        guard TriggerSchedule.isValidPosition(latitude: latitude, longitude: longitude) else {
+            logger.warning("ignored an invalid position", metadata: ["latitude": "\(latitude)", "longitude": "\(longitude)"])
+            return
+        }
         lastLocation = (latitude, longitude)
         let now = clock.now
         var fired: [(Int64, RegionWatch)] = []

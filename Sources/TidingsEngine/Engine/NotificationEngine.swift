@@ -343,17 +343,19 @@ public actor NotificationEngine {
             throw NotificationError(.notificationsNotAllowed, "notifications are not allowed for \(bundle): the person denied them (change with `tidings settings \(bundle) --allow`)")
         }
         try TriggerSchedule.validate(request.trigger)
-        let content = request.content
+        let content = try request.content.withCheckedNumbers()
         guard content.hasAlertContent || content.sound != nil || content.badge != nil || !content.attachments.isEmpty else {
             throw NotificationError(.notificationInvalidNoContent, "the notification has no title, subtitle, body, sound, badge or attachment")
         }
         let now = clock.now
         let firstFire = try TriggerSchedule.firstFire(request.trigger, now: now, timeZone: configuration.timeZone)
         var stored = request
+        stored.content = content
         let appDirectory = try await app(bundle)?.directory
-        stored.content.attachments = try configuration.attachments.ingest(request.content.attachments, bundleIdentifier: bundle, appDirectory: appDirectory)
-        // The bytes as received describe `stored` exactly unless attachments moved.
-        let body = request.content.attachments.isEmpty ? encoded : nil
+        stored.content.attachments = try configuration.attachments.ingest(content.attachments, bundleIdentifier: bundle, appDirectory: appDirectory)
+        // The bytes as received describe `stored` exactly unless attachments moved or a
+        // number was clamped.
+        let body = request.content.attachments.isEmpty && content == request.content ? encoded : nil
         let ticket = store.addPending(stored, encoded: body, for: bundle, nextFire: firstFire, limit: configuration.pendingLimit)
         let attachments = configuration.attachments
         var region: CircularRegionValue?

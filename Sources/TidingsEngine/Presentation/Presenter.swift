@@ -46,6 +46,17 @@ public struct Presentation: Sendable, Hashable {
             badge: settings.badgeSetting == .enabled && content.badge != nil)
     }
 
+    /// The presentation as one byte (banner 1, list 2, sound 4, badge 8): what a fire
+    /// records for the presenters (`FireWrite.present`), 0 when nothing is to be seen.
+    public var recordedFlags: UInt8 {
+        guard isVisible else { return 0 }
+        return (banner ? 1 : 0) | (list ? 2 : 0) | (sound ? 4 : 0) | (badge ? 8 : 0)
+    }
+
+    public init(recordedFlags flags: UInt8) {
+        self.init(banner: flags & 1 != 0, list: flags & 2 != 0, sound: flags & 4 != 0, badge: flags & 8 != 0)
+    }
+
     /// Limits a delegate's wishes to what the person allows.
     public func limited(by settings: NotificationSettingsValue) -> Presentation {
         Presentation(

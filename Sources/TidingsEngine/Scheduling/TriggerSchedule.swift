@@ -13,6 +13,12 @@ public enum TriggerSchedule {
             if repeats, seconds < 60 {
                 throw NotificationError(.invalidTrigger, "time interval must be at least 60 if repeating (got \(seconds))")
             }
+        case .calendar(let components, _)?:
+            // Out-of-range values are refused before Foundation searches for a match: some
+            // (a weekdayOrdinal of 6) make its search run forever.
+            guard CalendarMatching.isPlausible(components) else {
+                throw NotificationError(.invalidTrigger, "the date components contain a value out of range")
+            }
         case .location(let region, _)?:
             guard region.radius.isFinite, region.radius > 0,
                   (-90...90).contains(region.latitude), (-180...180).contains(region.longitude) else {
@@ -23,9 +29,14 @@ public enum TriggerSchedule {
             }
         case .push?:
             throw NotificationError(.invalidTrigger, "UNPushNotificationTrigger is created by the system; apps cannot schedule with it")
-        case .calendar?, nil:
+        case nil:
             break
         }
+    }
+
+    /// Whether a position from a location source can be used: finite, on the globe.
+    public static func isValidPosition(latitude: Double, longitude: Double) -> Bool {
+        (-90...90).contains(latitude) && (-180...180).contains(longitude)
     }
 
     /// The first fire date of a request added at `now`; nil for a location trigger, which
@@ -53,13 +64,16 @@ public enum TriggerSchedule {
         guard trigger.repeats else { return nil }
         switch trigger {
         case .timeInterval(let seconds, _):
+            // Validated at `add`; a record from elsewhere (an older store) must still not
+            // divide by zero or fire in a loop.
+            guard seconds.isFinite, seconds > 0 else { return nil }
             var next = fired.addingTimeInterval(seconds)
             if next <= now {
                 let missed = ((now.timeIntervalSince(fired)) / seconds).rounded(.down)
                 next = fired.addingTimeInterval((missed + 1) * seconds)
                 if next <= now { next = next.addingTimeInterval(seconds) }
             }
-            return next
+            return next > now ? next : nil
         case .calendar(let components, _):
             return CalendarMatching.nextDate(after: max(now, fired), matching: components, defaultTimeZone: timeZone)
         case .location, .push:

@@ -72,6 +72,21 @@ public final class SQLiteDeviceStore: DeviceStore {
         migrator.registerMigration("device-v2-delivered-push") { db in
             try db.execute(sql: "ALTER TABLE delivered ADD COLUMN push TEXT")
         }
+        // Fires record what the presenters are to show; the entry goes once they showed it,
+        // and the engine presents what is left when it starts (docs/architecture.md, "Firing").
+        migrator.registerMigration("device-v3-presenting") { db in
+            try db.execute(sql: """
+                CREATE TABLE presenting (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    bundle_id TEXT NOT NULL,
+                    identifier TEXT NOT NULL,
+                    date REAL NOT NULL,
+                    present INTEGER NOT NULL,
+                    request BLOB NOT NULL
+                );
+                CREATE INDEX presenting_identity ON presenting(bundle_id, identifier);
+                """)
+        }
         return migrator
     }
 
@@ -125,7 +140,7 @@ public final class SQLiteDeviceStore: DeviceStore {
             for data in try Data.fetchAll(db.cachedStatement(sql: "SELECT request FROM delivered WHERE bundle_id = ?"), arguments: [bundleIdentifier]) {
                 attachments += try Self.decodeRequest(data).content.attachments
             }
-            for table in ["app", "settings", "categories", "pending", "delivered", "badge", "held_response"] {
+            for table in ["app", "settings", "categories", "pending", "delivered", "badge", "held_response", "presenting"] {
                 try db.cachedStatement(sql: "DELETE FROM \(table) WHERE bundle_id = ?").execute(arguments: [bundleIdentifier])
             }
             return attachments
@@ -277,10 +292,28 @@ public final class SQLiteDeviceStore: DeviceStore {
         }
     }
 
-    public func fireApplied(key: Int64, at date: Date, nextFire: Date?, keepPending: Bool, deliver: Bool) -> (applied: StoreTicket<FireOutcome?>, durable: StoreTicket<FireOutcome?>) {
+    public func fireApplied(key: Int64, at date: Date, nextFire: Date?, keepPending: Bool, deliver: Bool, present: UInt8) -> (applied: StoreTicket<FireOutcome?>, durable: StoreTicket<FireOutcome?>) {
         writer.submitApplied { db in
             guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM pending WHERE key = ?"), arguments: [key]) else { return nil }
-            return try Self.fire(db, row: row, record: try Self.record(row), at: date, write: FireWrite(nextFire: nextFire, keepPending: keepPending, deliver: deliver))
+            return try Self.fire(db, row: row, record: try Self.record(row), at: date, write: FireWrite(nextFire: nextFire, keepPending: keepPending, deliver: deliver, present: present))
+        }
+    }
+
+    public func presented(_ ids: [Int64]) -> StoreTicket<Void> {
+        writer.submit { db in
+            for id in ids {
+                try db.cachedStatement(sql: "DELETE FROM presenting WHERE id = ?").execute(arguments: [id])
+            }
+        }
+    }
+
+    public func unpresented() -> StoreTicket<[UnpresentedNotification]> {
+        writer.submit { db in
+            try Row.fetchAll(db.cachedStatement(sql: "SELECT id, bundle_id, date, present, request FROM presenting ORDER BY id")).map { row in
+                UnpresentedNotification(id: row["id"], bundleIdentifier: row["bundle_id"],
+                                        notification: DeliveredNotificationValue(request: try Self.decodeRequest(row["request"]), date: Date(timeIntervalSinceReferenceDate: row["date"])),
+                                        present: UInt8(truncatingIfNeeded: row["present"] as Int64))
+            }
         }
     }
 
@@ -305,7 +338,13 @@ public final class SQLiteDeviceStore: DeviceStore {
         let notification = DeliveredNotificationValue(request: record.request, date: date)
         // The pending row's bytes are the request: copied, not encoded again.
         let replaced = write.deliver ? try insertDelivered(db, notification, encodedBody: row["request"], bundleIdentifier: record.bundleIdentifier) : nil
-        return FireOutcome(notification: notification, replacedDelivered: replaced)
+        var presentation: Int64?
+        if write.present != 0 {
+            try db.cachedStatement(sql: "INSERT INTO presenting (bundle_id, identifier, date, present, request) VALUES (?, ?, ?, ?, ?)").execute(
+                           arguments: [record.bundleIdentifier, record.request.identifier, date.timeIntervalSinceReferenceDate, Int64(write.present), row["request"] as Data])
+            presentation = db.lastInsertedRowID
+        }
+        return FireOutcome(notification: notification, replacedDelivered: replaced, presentation: presentation)
     }
 
     // MARK: Delivered
@@ -361,6 +400,8 @@ public final class SQLiteDeviceStore: DeviceStore {
         writer.submit { db in
             var removed: [DeliveredNotificationValue] = []
             for identifier in identifiers {
+                // Not shown yet (a crash came before the mark): not shown at the next start either.
+                try db.cachedStatement(sql: "DELETE FROM presenting WHERE bundle_id = ? AND identifier = ?").execute(arguments: [bundleIdentifier, identifier])
                 if let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT date, request FROM delivered WHERE bundle_id = ? AND identifier = ?"), arguments: [bundleIdentifier, identifier]) {
                     removed.append(try Self.delivered(row))
                     try db.cachedStatement(sql: "DELETE FROM delivered WHERE bundle_id = ? AND identifier = ?").execute(arguments: [bundleIdentifier, identifier])
@@ -375,6 +416,7 @@ public final class SQLiteDeviceStore: DeviceStore {
             let removed = try Row.fetchAll(db.cachedStatement(sql: "SELECT date, request FROM delivered WHERE bundle_id = ? ORDER BY seq"), arguments: [bundleIdentifier])
                 .map(Self.delivered)
             try db.cachedStatement(sql: "DELETE FROM delivered WHERE bundle_id = ?").execute(arguments: [bundleIdentifier])
+            try db.cachedStatement(sql: "DELETE FROM presenting WHERE bundle_id = ?").execute(arguments: [bundleIdentifier])
             return removed
         }
     }

@@ -52,11 +52,34 @@ public struct FireWrite: Sendable, Hashable {
     public var keepPending: Bool
     /// Whether it goes to the delivered list.
     public var deliver: Bool
+    /// What the presenters are to show (the engine's `Presentation` flags; 0: nothing). A
+    /// fire with flags records an entry to present in the same transaction; `presented`
+    /// removes it once the presenters have shown it, and `unpresented` lists what a crash
+    /// left (docs/architecture.md, "Firing").
+    public var present: UInt8
 
-    public init(nextFire: Date?, keepPending: Bool, deliver: Bool) {
+    public init(nextFire: Date?, keepPending: Bool, deliver: Bool, present: UInt8 = 0) {
         self.nextFire = nextFire
         self.keepPending = keepPending
         self.deliver = deliver
+        self.present = present
+    }
+}
+
+/// A fired notification whose presentation was recorded but not yet marked as shown: what
+/// the engine presents again when it starts.
+public struct UnpresentedNotification: Sendable, Hashable {
+    public var id: Int64
+    public var bundleIdentifier: String
+    public var notification: DeliveredNotificationValue
+    /// `FireWrite.present`.
+    public var present: UInt8
+
+    public init(id: Int64, bundleIdentifier: String, notification: DeliveredNotificationValue, present: UInt8) {
+        self.id = id
+        self.bundleIdentifier = bundleIdentifier
+        self.notification = notification
+        self.present = present
     }
 }
 
@@ -78,10 +101,14 @@ public struct FireOutcome: Sendable, Hashable {
     public var notification: DeliveredNotificationValue
     /// A delivered notification with the same identifier that this one replaced.
     public var replacedDelivered: DeliveredNotificationValue?
+    /// The entry to present that the fire recorded (`FireWrite.present` was not 0): pass it
+    /// to `presented` once the presenters have shown the notification.
+    public var presentation: Int64?
 
-    public init(notification: DeliveredNotificationValue, replacedDelivered: DeliveredNotificationValue?) {
+    public init(notification: DeliveredNotificationValue, replacedDelivered: DeliveredNotificationValue?, presentation: Int64? = nil) {
         self.notification = notification
         self.replacedDelivered = replacedDelivered
+        self.presentation = presentation
     }
 }
 
@@ -146,13 +173,20 @@ public protocol DeviceStore: Sendable {
     /// The first ticket completes once the operation has run in its place in the store's
     /// order (later operations see its effect), the second once it is durable. The engine
     /// presents on the first and finishes on the second (docs/architecture.md, "Firing").
-    func fireApplied(key: Int64, at date: Date, nextFire: Date?, keepPending: Bool, deliver: Bool) -> (applied: StoreTicket<FireOutcome?>, durable: StoreTicket<FireOutcome?>)
+    /// `present`: as `FireWrite.present`.
+    func fireApplied(key: Int64, at date: Date, nextFire: Date?, keepPending: Bool, deliver: Bool, present: UInt8) -> (applied: StoreTicket<FireOutcome?>, durable: StoreTicket<FireOutcome?>)
     /// The scheduler's step for a due queue entry, in one operation: reads the request with
     /// `key` (nil when it is gone or now fires at another date than `due`), and fires it at
     /// `date` as `fireApplied` does with the write `decide` returns for its record; when
     /// `decide` returns nil nothing changes and the caller fires it later. `decide` runs
     /// inside the store's operation: it must be quick and must not block.
     func fireDue(key: Int64, due: Date, at date: Date, decide: @escaping @Sendable (PendingRecord) -> FireWrite?) -> (applied: StoreTicket<DueFire?>, durable: StoreTicket<DueFire?>)
+
+    /// Marks recorded presentations as shown: their entries go (`FireOutcome.presentation`).
+    func presented(_ ids: [Int64]) -> StoreTicket<Void>
+    /// The presentations recorded by fires and not marked as shown, oldest first: a crash
+    /// came between a fire's commit and `presented`.
+    func unpresented() -> StoreTicket<[UnpresentedNotification]>
 
     // Delivered
     /// Records a notification as delivered (remote and immediate ones), replacing one with the same identifier.
@@ -177,6 +211,11 @@ public protocol DeviceStore: Sendable {
 }
 
 extension DeviceStore {
+    /// `fireApplied` that records nothing to present.
+    public func fireApplied(key: Int64, at date: Date, nextFire: Date?, keepPending: Bool, deliver: Bool) -> (applied: StoreTicket<FireOutcome?>, durable: StoreTicket<FireOutcome?>) {
+        fireApplied(key: key, at: date, nextFire: nextFire, keepPending: keepPending, deliver: deliver, present: 0)
+    }
+
     /// `addPending` without the request's bytes: the store encodes it if it needs to.
     public func addPending(_ request: NotificationRequestValue, for bundleIdentifier: String, nextFire: Date?, limit: Int?) -> StoreTicket<PendingReplacement> {
         addPending(request, encoded: nil, for: bundleIdentifier, nextFire: nextFire, limit: limit)

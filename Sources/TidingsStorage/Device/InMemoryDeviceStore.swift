@@ -21,6 +21,8 @@ struct InMemoryDeviceState {
     var nextKey: Int64 = 1
     var held: [Int64: HeldResponse] = [:]
     var nextHeldID: Int64 = 1
+    var unpresented: [Int64: UnpresentedNotification] = [:]
+    var nextPresentationID: Int64 = 1
 
 
     mutating func upsertApp(_ app: AppRecord) { appsByID[app.bundleIdentifier] = app }
@@ -33,6 +35,7 @@ struct InMemoryDeviceState {
         let delivered = removeAllDelivered(bundleIdentifier)
         state[bundleIdentifier] = nil
         held = held.filter { $0.value.bundleIdentifier != bundleIdentifier }
+        unpresented = unpresented.filter { $0.value.bundleIdentifier != bundleIdentifier }
         return pending.flatMap(\.content.attachments) + delivered.flatMap(\.request.content.attachments)
     }
 
@@ -109,7 +112,7 @@ struct InMemoryDeviceState {
         }.sorted { $0.key < $1.key }
     }
 
-    mutating func fire(key: Int64, at date: Date, nextFire: Date?, keepPending: Bool, deliver: Bool) -> FireOutcome? {
+    mutating func fire(key: Int64, at date: Date, nextFire: Date?, keepPending: Bool, deliver: Bool, present: UInt8) -> FireOutcome? {
         guard var record = pendingByKey[key] else { return nil }
         let bundleIdentifier = record.bundleIdentifier
         if keepPending {
@@ -121,7 +124,13 @@ struct InMemoryDeviceState {
         }
         let notification = DeliveredNotificationValue(request: record.request, date: date)
         let replaced = deliver ? self.deliver(notification, for: bundleIdentifier, push: nil) : nil
-        return FireOutcome(notification: notification, replacedDelivered: replaced)
+        var presentation: Int64?
+        if present != 0 {
+            presentation = nextPresentationID
+            unpresented[nextPresentationID] = UnpresentedNotification(id: nextPresentationID, bundleIdentifier: bundleIdentifier, notification: notification, present: present)
+            nextPresentationID += 1
+        }
+        return FireOutcome(notification: notification, replacedDelivered: replaced, presentation: presentation)
     }
 
     mutating func deliver(_ notification: DeliveredNotificationValue, for bundleIdentifier: String, push: String?) -> DeliveredNotificationValue? {
@@ -148,6 +157,8 @@ struct InMemoryDeviceState {
     mutating func removeDelivered(_ identifiers: [String], for bundleIdentifier: String) -> [DeliveredNotificationValue] {
         guard var app = state[bundleIdentifier] else { return [] }
         var removed: [DeliveredNotificationValue] = []
+        let gone = Set(identifiers)
+        unpresented = unpresented.filter { $0.value.bundleIdentifier != bundleIdentifier || !gone.contains($0.value.notification.request.identifier) }
         for identifier in identifiers {
             if let notification = app.delivered.removeValue(forKey: identifier) {
                 removed.append(notification)
@@ -159,6 +170,7 @@ struct InMemoryDeviceState {
     }
 
     mutating func removeAllDelivered(_ bundleIdentifier: String) -> [DeliveredNotificationValue] {
+        unpresented = unpresented.filter { $0.value.bundleIdentifier != bundleIdentifier }
         guard let app = state[bundleIdentifier] else { return [] }
         return removeDelivered(app.deliveredOrder, for: bundleIdentifier)
     }
@@ -255,16 +267,24 @@ public final class InMemoryDeviceStore: DeviceStore {
         .value(state.withLock { $0.locationPending() })
     }
 
-    public func fireApplied(key: Int64, at date: Date, nextFire: Date?, keepPending: Bool, deliver: Bool) -> (applied: StoreTicket<FireOutcome?>, durable: StoreTicket<FireOutcome?>) {
-        let ticket = StoreTicket<FireOutcome?>.value(state.withLock { $0.fire(key: key, at: date, nextFire: nextFire, keepPending: keepPending, deliver: deliver) })
+    public func fireApplied(key: Int64, at date: Date, nextFire: Date?, keepPending: Bool, deliver: Bool, present: UInt8) -> (applied: StoreTicket<FireOutcome?>, durable: StoreTicket<FireOutcome?>) {
+        let ticket = StoreTicket<FireOutcome?>.value(state.withLock { $0.fire(key: key, at: date, nextFire: nextFire, keepPending: keepPending, deliver: deliver, present: present) })
         return (ticket, ticket)
+    }
+
+    public func presented(_ ids: [Int64]) -> StoreTicket<Void> {
+        .value(state.withLock { state in for id in ids { state.unpresented[id] = nil } })
+    }
+
+    public func unpresented() -> StoreTicket<[UnpresentedNotification]> {
+        .value(state.withLock { $0.unpresented.values.sorted { $0.id < $1.id } })
     }
 
     public func fireDue(key: Int64, due: Date, at date: Date, decide: @escaping @Sendable (PendingRecord) -> FireWrite?) -> (applied: StoreTicket<DueFire?>, durable: StoreTicket<DueFire?>) {
         let ticket = StoreTicket<DueFire?>.value(state.withLock { state -> DueFire? in
             guard let record = state.pendingByKey[key], record.nextFire == due else { return nil }
             guard let write = decide(record) else { return DueFire(record: record) }
-            let outcome = state.fire(key: key, at: date, nextFire: write.nextFire, keepPending: write.keepPending, deliver: write.deliver)
+            let outcome = state.fire(key: key, at: date, nextFire: write.nextFire, keepPending: write.keepPending, deliver: write.deliver, present: write.present)
             return DueFire(record: record, write: write, outcome: outcome)
         })
         return (ticket, ticket)
