@@ -11,6 +11,7 @@ import TidingsCore
 import TidingsDevice
 import TidingsGateway
 import TidingsStorage
+import TidingsTestSupport
 
 /// The device channel's limits after the handshake (issue 11 §2, §3, docs/security.md "Device
 /// channel"): frame size, idle timeout and keep-alive, acks per message, tokens per device,
@@ -429,69 +430,5 @@ struct DeviceChannelLimitsTests {
         #expect(try await h.gateway.status(apnsID: r.apnsID!).first?.presentedAt != nil, "durable when confirmed")
         await device.close()
         await h.stop()
-    }
-}
-
-/// An in-memory store whose token writes can be held (until `release`) and whose event
-/// writes can be made to fail.
-final class GatedGatewayStore: GatewayStore {
-    let inner = InMemoryGatewayStore()
-    private let gate = DispatchSemaphore(value: 0)
-    private let entered = DispatchSemaphore(value: 0)
-    private let open = Atomic<Bool>(false)
-    let failEvents = Atomic<Bool>(false)
-
-    /// Lets held token writes (and every later one) through.
-    func release() {
-        open.store(true, ordering: .releasing)
-        for _ in 0..<1000 { gate.signal() }
-    }
-
-    /// Waits (at most 10 s of real time) until a token write is held.
-    func waitUntilATokenWriteIsStuck() async -> Bool {
-        let entered = self.entered
-        return await Task.detached { entered.wait(timeout: .now() + 10) == .success }.value
-    }
-
-    func addKey(_ key: ProviderKeyRecord) throws(GatewayStoreError) { try inner.addKey(key) }
-    func key(id: String) throws(GatewayStoreError) -> ProviderKeyRecord? { inner.key(id: id) }
-    func keys() throws(GatewayStoreError) -> [ProviderKeyRecord] { inner.keys() }
-    func registerApp(_ app: GatewayAppRecord) throws(GatewayStoreError) { try inner.registerApp(app) }
-    func app(bundleID: String) throws(GatewayStoreError) -> GatewayAppRecord? { inner.app(bundleID: bundleID) }
-    func apps() throws(GatewayStoreError) -> [GatewayAppRecord] { inner.apps() }
-    func registerDevice(_ device: GatewayDeviceRecord) throws(GatewayStoreError) { inner.registerDevice(device) }
-    func device(id: String) throws(GatewayStoreError) -> GatewayDeviceRecord? { inner.device(id: id) }
-    func addToken(_ token: DeviceTokenRecord) throws(GatewayStoreError) {
-        if !open.load(ordering: .acquiring) {
-            entered.signal()
-            gate.wait()
-        }
-        try inner.addToken(token)
-    }
-    func token(_ token: String) throws(GatewayStoreError) -> DeviceTokenRecord? { inner.token(token) }
-    func tokenCount(deviceID: String) throws(GatewayStoreError) -> Int { inner.tokenCount(deviceID: deviceID) }
-    func activeToken(deviceID: String, bundleID: String, environment: APNsEnvironment) throws(GatewayStoreError) -> DeviceTokenRecord? {
-        inner.activeToken(deviceID: deviceID, bundleID: bundleID, environment: environment)
-    }
-    func unregisterTokens(deviceID: String, bundleID: String, at: EpochMilliseconds) throws(GatewayStoreError) -> [DeviceTokenRecord] {
-        inner.unregisterTokens(deviceID: deviceID, bundleID: bundleID, at: at)
-    }
-    func commit(pushes: [NewPush], acknowledged: [Int64], at: EpochMilliseconds) throws(GatewayStoreError) -> [StoredPush] {
-        try inner.commit(pushes: pushes, acknowledged: acknowledged, at: at)
-    }
-    func prepareBacklog(deviceID: String, now: EpochMilliseconds) throws(GatewayStoreError) -> Int {
-        inner.prepareBacklog(deviceID: deviceID, now: now)
-    }
-    func pendingPushes(deviceID: String, after: Int64, limit: Int) throws(GatewayStoreError) -> [StoredPush] {
-        inner.pendingPushes(deviceID: deviceID, after: after, limit: limit)
-    }
-    func status(apnsID: String) throws(GatewayStoreError) -> [PushStatus] { inner.status(apnsID: apnsID) }
-    func recordEvent(_ event: DeliveryEvent, apnsID: String, deviceID: String, at: EpochMilliseconds) throws(GatewayStoreError) -> Bool {
-        if failEvents.load(ordering: .relaxed) { throw .backend("events fail") }
-        return inner.recordEvent(event, apnsID: apnsID, deviceID: deviceID, at: at)
-    }
-    func expirePushes(now: EpochMilliseconds, limit: Int) throws(GatewayStoreError) -> Int { inner.expirePushes(now: now, limit: limit) }
-    func prunePushes(finishedBefore cutoff: EpochMilliseconds, limit: Int) throws(GatewayStoreError) -> Int {
-        inner.prunePushes(finishedBefore: cutoff, limit: limit)
     }
 }
