@@ -8,7 +8,9 @@ import NIOSSL
 import Synchronization
 import Testing
 import TidingsCore
-import TidingsDevice
+import Logging
+import NIOEmbedded
+@testable import TidingsDevice
 import TidingsGateway
 import TidingsStorage
 import TidingsTestSupport
@@ -431,4 +433,73 @@ struct DeviceChannelLimitsTests {
         await device.close()
         await h.stop()
     }
+}
+
+/// The device's side of the keep-alive, on an `EmbeddedChannel` (time advanced by hand).
+@Suite("Device keep-alive")
+struct DeviceKeepAliveTests {
+    static func frame(_ message: DeviceMessage) -> ByteBuffer { ByteBuffer(bytes: message.encoded()) }
+
+    /// The outbound messages written so far.
+    static func written(_ channel: EmbeddedChannel) throws -> [DeviceMessage] {
+        var out: [DeviceMessage] = []
+        while var buffer = try channel.readOutbound(as: ByteBuffer.self) {
+            while let length = buffer.readInteger(as: UInt32.self), let bytes = buffer.readBytes(length: Int(length)) {
+                out.append(try DeviceMessage(decoding: bytes))
+            }
+        }
+        return out
+    }
+
+    static func welcomed() throws -> EmbeddedChannel {
+        let shared = DeviceConnectionShared(pushes: DevicePushBuffer())
+        let handler = DeviceClientHandler(shared: shared, key: P256.Signing.PrivateKey(), logger: Logger(label: "test"),
+                                          pingInterval: .seconds(30))
+        let channel = EmbeddedChannel(handler: handler)
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+        try channel.writeInbound(frame(.welcome(deviceID: "ab", batchedAcks: true, recordsEvents: true)))
+        return channel
+    }
+
+    /// A ping every interval while the gateway answers; the connection stays up.
+    @Test func pingsEveryIntervalWhileAnswered() throws {
+        let channel = try Self.welcomed()
+        #expect(try Self.written(channel).isEmpty)
+        for id in Int64(1)...3 {
+            channel.embeddedEventLoop.advanceTime(by: .seconds(30))
+            #expect(try Self.written(channel) == [.ping(id)])
+            try channel.writeInbound(Self.frame(.pong(id)))
+        }
+        #expect(channel.isActive)
+        _ = try? channel.finish()
+    }
+
+    /// A ping unanswered (nothing heard) when the next is due closes the connection.
+    @Test func unansweredPingClosesTheConnection() throws {
+        let channel = try Self.welcomed()
+        channel.embeddedEventLoop.advanceTime(by: .seconds(30))
+        #expect(try Self.written(channel) == [.ping(1)])
+        channel.embeddedEventLoop.advanceTime(by: .seconds(29))
+        #expect(channel.isActive)
+        channel.embeddedEventLoop.advanceTime(by: .seconds(1))
+        #expect(!channel.isActive, "closed: the gateway said nothing for a whole interval after a ping")
+        _ = try? channel.finish()
+    }
+}
+
+/// The protocol's additions for confirmed events decode as the reference decoder does and
+/// survive a round trip (FuzzDeviceMessage checks the same on random input).
+@Test func confirmedEventMessagesRoundTrip() throws {
+    let messages: [DeviceMessage] = [
+        .event(apnsID: "a", event: "presented"), .event(apnsID: "a", event: "answered", requestID: .max),
+        .event(apnsID: "a", event: "presented", requestID: .min), .eventRecorded(requestID: 0),
+        .welcome(deviceID: "ab", batchedAcks: true, recordsEvents: true), .welcome(deviceID: "ab", batchedAcks: false, recordsEvents: true),
+    ]
+    for m in messages {
+        #expect(try DeviceMessage(decoding: m.encoded()) == m)
+        #expect(try DeviceMessage.referenceDecoded(m.referenceEncoded()) == m)
+    }
+    #expect(try DeviceMessage(decoding: Array(#"{"type":"event","apnsID":"a","event":"b","requestID":null}"#.utf8)) == .event(apnsID: "a", event: "b"))
+    #expect(throws: DeviceProtocolError.self) { try DeviceMessage(decoding: Array(#"{"type":"event","apnsID":"a","event":"b","requestID":"1"}"#.utf8)) }
+    #expect(throws: DeviceProtocolError.self) { try DeviceMessage(decoding: Array(#"{"type":"push","sequence":1,"apnsID":"a","token":"t","topic":"t","pushType":"alert","priority":9223372036854775807,"expiresAt":0,"acceptedAt":0,"payload":"{}"}"#.utf8)) }
 }
