@@ -96,8 +96,8 @@ public struct GatewayConfiguration: Sendable {
     public var deviceMaximumFrameLength: Int = 64 * 1024
     /// A device connection that sent no whole message for this long after its handshake is
     /// closed (`IdleTimeout`). `TidingsDevice` pings every `DeviceClientConfiguration.pingInterval`
-    /// (30 s by default), well inside it.
-    public var deviceIdleTimeout: TimeAmount = .seconds(120)
+    /// (60 s by default): three pings fit in it.
+    public var deviceIdleTimeout: TimeAmount = .seconds(180)
     /// Sequences in one `acks` message, at most; more closes the connection (`ProtocolError`).
     public var deviceMaximumAcksPerMessage: Int = 1_024
     /// Device tokens one device may hold (live or unregistered, over its lifetime, as each is
