@@ -503,3 +503,37 @@ struct DeviceKeepAliveTests {
     #expect(throws: DeviceProtocolError.self) { try DeviceMessage(decoding: Array(#"{"type":"event","apnsID":"a","event":"b","requestID":"1"}"#.utf8)) }
     #expect(throws: DeviceProtocolError.self) { try DeviceMessage(decoding: Array(#"{"type":"push","sequence":1,"apnsID":"a","token":"t","topic":"t","pushType":"alert","priority":9223372036854775807,"expiresAt":0,"acceptedAt":0,"payload":"{}"}"#.utf8)) }
 }
+
+/// FuzzDeviceMessage's oracle (fast decoder = reference decoder; what decodes round-trips
+/// through both encoders) over its seeds and every one-byte deletion and digit/quote
+/// substitution of them: the seeds for the new messages stay valid fuzz inputs.
+@Test func fuzzOracleHoldsOnTheSeedsAndTheirMutations() throws {
+    let seeds = BuiltProducts.packageRoot.appendingPathComponent("Fuzz/seeds/FuzzDeviceMessage")
+    let files = try FileManager.default.contentsOfDirectory(atPath: seeds.path)
+    #expect(files.count >= 5)
+    var decoded = 0
+    for file in files {
+        let seed = Array(try Data(contentsOf: seeds.appendingPathComponent(file)))
+        var inputs = [seed]
+        for i in seed.indices {
+            var deleted = seed
+            deleted.remove(at: i)
+            inputs.append(deleted)
+            for replacement in [UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "\""), UInt8(ascii: "e")] {
+                var changed = seed
+                changed[i] = replacement
+                inputs.append(changed)
+            }
+        }
+        for bytes in inputs {
+            let fast = Result { () throws(DeviceProtocolError) in try DeviceMessage(decoding: bytes) }
+            let reference = Result { () throws(DeviceProtocolError) in try DeviceMessage.referenceDecoded(bytes) }
+            #expect(fast == reference, "\(String(decoding: bytes, as: UTF8.self))")
+            guard case .success(let message) = fast else { continue }
+            decoded += 1
+            #expect(try DeviceMessage(decoding: message.encoded()) == message)
+            #expect(try DeviceMessage(decoding: message.referenceEncoded()) == message)
+        }
+    }
+    #expect(decoded > files.count)
+}
