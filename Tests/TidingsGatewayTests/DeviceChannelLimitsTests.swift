@@ -159,8 +159,9 @@ struct DeviceChannelLimitsTests {
 
     /// Before the handshake only a hello fits: 4 KiB at most.
     @Test func largeFrameBeforeTheHandshakeIsRefused() async throws {
-        let h = try await GatewayHarness.start()
-        let (first, second) = try await Self.withRawDevice(h) { device -> (DeviceMessage?, DeviceMessage?) in
+        // A handshake timeout longer than the watchdog: the refusal must come from the prefix.
+        let h = try await GatewayHarness.start { $0.deviceHandshakeTimeout = .seconds(60) }
+        let (first, second) = try await Self.withRawDevice(h, watchdog: .seconds(5)) { device -> (DeviceMessage?, DeviceMessage?) in
             guard case .challenge? = try await device.next() else { return (nil, nil) }
             try await device.sendRaw([0x00, 0x00, 0x10, 0x01])  // 4,097 bytes announced
             return (try await device.next(), try await device.next())
