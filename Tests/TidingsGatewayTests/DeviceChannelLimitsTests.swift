@@ -216,11 +216,11 @@ struct DeviceChannelLimitsTests {
     /// `TidingsDevice` pings every `pingInterval`: with pings well inside the gateway's idle
     /// timeout the connection stays up for many timeouts.
     @Test func pingingDeviceStaysConnected() async throws {
-        let h = try await GatewayHarness.start { $0.deviceIdleTimeout = .milliseconds(300) }
+        let h = try await GatewayHarness.start { $0.deviceIdleTimeout = .milliseconds(600) }
         let device = try await Self.device(h, ping: .milliseconds(50))
-        try await Task.sleep(for: .milliseconds(1200))
+        try await Task.sleep(for: .milliseconds(2000))
         let token = try await device.requestToken(topic: GatewayHarness.bundleID, environment: .development)
-        #expect(token.bytes.count == 32, "still connected after four idle timeouts")
+        #expect(token.bytes.count == 32, "still connected after three idle timeouts")
         #expect(h.gateway.connectedDeviceCount == 1)
         await device.close()
         await h.stop()
@@ -237,7 +237,6 @@ struct DeviceChannelLimitsTests {
             try await device.send(.ping(1))
             let first = try await device.next()
             try await device.send(.acks(sequences: Array(1...11)))
-            try await device.send(.ping(2))
             return (first, try await device.next(), try await device.next())
         }
         #expect(atLimit == .pong(1))

@@ -118,6 +118,7 @@ struct DeliveryEventTests {
         #expect(try await Self.push(gateway, token: token, apnsID: apnsID, key: teamKey, clock: clock) == 200)
         #expect(await eventually { system.presenter.presentedIdentifiers.contains(apnsID) })
         #expect(await eventually { (try? await gateway.gateway.status(apnsID: apnsID).first?.deliveredAt) != nil })
+        #expect(await eventually { store.eventWrites.load(ordering: .relaxed) > 0 }, "the event reached the gateway while connected")
         #expect(try await gateway.gateway.status(apnsID: apnsID).first?.presentedAt == nil, "the event's write failed")
 
         // The gateway comes back (same store) and records events again.

@@ -12,6 +12,8 @@ public final class GatedGatewayStore: GatewayStore {
     private let entered = DispatchSemaphore(value: 0)
     private let open = Atomic<Bool>(false)
     public let failEvents = Atomic<Bool>(false)
+    /// Event writes attempted (failed ones included).
+    public let eventWrites = Atomic<Int>(0)
 
     /// Lets held token writes (and every later one) through.
     public func release() {
@@ -59,6 +61,7 @@ public final class GatedGatewayStore: GatewayStore {
     }
     public func status(apnsID: String) throws(GatewayStoreError) -> [PushStatus] { inner.status(apnsID: apnsID) }
     public func recordEvent(_ event: DeliveryEvent, apnsID: String, deviceID: String, at: EpochMilliseconds) throws(GatewayStoreError) -> Bool {
+        eventWrites.add(1, ordering: .relaxed)
         if failEvents.load(ordering: .relaxed) { throw .backend("events fail") }
         return inner.recordEvent(event, apnsID: apnsID, deviceID: deviceID, at: at)
     }
