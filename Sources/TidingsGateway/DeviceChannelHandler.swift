@@ -261,13 +261,26 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
             for sequence in sequences { acknowledged(sequence, session: session) }
             return
         case .event(let apnsID, let event, let requestID):
+            // What is queued is small and known: an apns-id is a UUID; an event the gateway
+            // does not record (a newer device's) is confirmed at once, nothing kept.
+            guard (try? APNsID(header: apnsID)) != nil else {
+                if let requestID {
+                    send(.error(requestID: requestID, reason: APNsReason.badMessageId.rawValue, message: "apnsID is not a UUID"), context: context)
+                }
+                return
+            }
+            let known = DeliveryEvent(rawValue: event)
+            guard known == .presented || known == .answered else {
+                if let requestID { send(.eventRecorded(requestID: requestID), context: context) }
+                return
+            }
             guard pendingEvents.count < core.configuration.deviceMaximumPendingEvents else {
                 if let requestID {
                     send(.error(requestID: requestID, reason: Self.tooManyRequests, message: "too many delivery events waiting"), context: context)
                 }
                 return
             }
-            pendingEvents.append((DeliveryEvent(rawValue: event), apnsID, requestID))
+            pendingEvents.append((known, apnsID, requestID))
             return
         default:
             break

@@ -118,7 +118,7 @@ public struct GatewayConfiguration: Sendable {
     public var newDevicesBurst: Double = 1_000
     /// Delivery events of one connection waiting to be recorded, at most; past it an event is
     /// refused (`TooManyRequests`; the device sends it again later), not queued.
-    public var deviceMaximumPendingEvents: Int = 4_096
+    public var deviceMaximumPendingEvents: Int = 1_024
 
     public init(dataDirectory: URL) {
         self.dataDirectory = dataDirectory

@@ -183,7 +183,7 @@ struct DeviceChannelLimitsTests {
             var replies = [try await device.next()]
             try await device.send(.requestToken(requestID: .max, topic: "bad topic!", environment: .development))
             replies.append(try await device.next())
-            try await device.send(.event(apnsID: "x", event: "presented", requestID: .min))
+            try await device.send(.event(apnsID: "00000000-0000-4000-8000-000000000000", event: "presented", requestID: .min))
             replies.append(try await device.next())
             try await device.sendRaw([0xFF, 0xFF, 0xFF, 0xFF])
             replies.append(try await device.next())
@@ -413,6 +413,36 @@ struct DeviceChannelLimitsTests {
         }
         guard case .error(3?, let reason, _)? = reply else { Issue.record("\(String(describing: reply))"); await h.stop(); return }
         #expect(reason == "InternalServerError")
+        await h.stop()
+    }
+
+    /// Events waiting to be recorded, per connection: at the limit queued, past it refused
+    /// (`TooManyRequests`, the device sends it again later); an event with an apns-id that is
+    /// not a UUID is refused (`BadMessageId`); one the gateway does not record is confirmed.
+    @Test func pendingEventsAtAndPastTheLimitAndMalformedEvents() async throws {
+        let h = try await GatewayHarness.start { $0.deviceMaximumPendingEvents = 2 }
+        let replies = try await Self.withRawDevice(h) { device -> [DeviceMessage?] in
+            guard case .welcome? = try await device.handshake() else { return [] }
+            var frames: [UInt8] = []
+            for id in Int64(1)...3 {
+                DeviceMessage.event(apnsID: "00000000-0000-4000-8000-00000000000\(id)", event: "presented", requestID: id).appendFrame(to: &frames)
+            }
+            try await device.sendRaw(frames)  // one write: one read, all three waiting together
+            var replies: [DeviceMessage?] = []
+            for _ in 0..<3 { replies.append(try await device.next()) }
+            try await device.send(.event(apnsID: String(repeating: "a", count: 60_000), event: "presented", requestID: 4))
+            replies.append(try await device.next())
+            try await device.send(.event(apnsID: "00000000-0000-4000-8000-000000000005", event: "dismissedByAFutureDevice", requestID: 5))
+            replies.append(try await device.next())
+            return replies
+        }
+        #expect(replies.count == 5)
+        guard replies.count == 5 else { await h.stop(); return }
+        let first = Set(replies[0..<3].compactMap { $0 })
+        #expect(first.contains(.eventRecorded(requestID: 1)) && first.contains(.eventRecorded(requestID: 2)))
+        #expect(first.contains { if case .error(3?, "TooManyRequests", _) = $0 { true } else { false } }, "\(first)")
+        if case .error(4?, let reason, _)? = replies[3] { #expect(reason == "BadMessageId") } else { Issue.record("\(String(describing: replies[3]))") }
+        #expect(replies[4] == .eventRecorded(requestID: 5))
         await h.stop()
     }
 
