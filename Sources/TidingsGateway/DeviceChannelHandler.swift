@@ -231,7 +231,9 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
         send(.welcome(deviceID: deviceID, batchedAcks: true, recordsEvents: true), context: context)
         logger.debug("device connected")
         lastHeard = .now()
-        scheduleIdleCheck(at: lastHeard + core.configuration.deviceIdleTimeout, context: context)
+        if core.configuration.deviceIdleTimeout.nanoseconds > 0 {
+            scheduleIdleCheck(at: lastHeard + core.configuration.deviceIdleTimeout, context: context)
+        }
         // Attached first, then the backlog is paged: a push committed from now on reaches the
         // session, and the state machine keeps it after the backlog, once.
         session.start()

@@ -96,7 +96,7 @@ public struct GatewayConfiguration: Sendable {
     public var deviceMaximumFrameLength: Int = 64 * 1024
     /// A device connection that sent no whole message for this long after its handshake is
     /// closed (`IdleTimeout`). `TidingsDevice` pings every `DeviceClientConfiguration.pingInterval`
-    /// (60 s by default): three pings fit in it.
+    /// (60 s by default): three pings fit in it. 0 disables it.
     public var deviceIdleTimeout: TimeAmount = .seconds(180)
     /// Sequences in one `acks` message, at most; more closes the connection (`ProtocolError`).
     public var deviceMaximumAcksPerMessage: Int = 1_024
