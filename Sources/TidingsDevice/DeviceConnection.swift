@@ -23,6 +23,14 @@ public struct DeviceClientConfiguration: Sendable {
     /// The local address to connect from (load tests spread connections over several
     /// 127.x addresses); `nil`: the system's choice.
     public var localAddress: String?
+    /// Keep-alive: a `ping` this often once welcomed (the gateway closes a connection that says
+    /// nothing for its `deviceIdleTimeout`, 180 s by default). A ping still unanswered, with
+    /// nothing else heard, when the next is due closes the connection (`Timeout`): a gateway
+    /// gone without a word is noticed within two intervals. `nil`: no pings.
+    public var pingInterval: TimeAmount? = .seconds(60)
+    /// The longest message accepted from the gateway; a longer one closes the connection
+    /// instead of being buffered (a push is at most a few tens of kB).
+    public var maximumFrameLength: Int = 1 << 20
 
     public init(host: String, port: Int, deviceKey: P256.Signing.PrivateKey, trustRootPaths: [String] = []) {
         self.host = host
@@ -95,6 +103,7 @@ public final class DeviceConnection: Sendable {
         let shared = DeviceConnectionShared(pushes: pushBuffer)
         let key = configuration.deviceKey
         let hostname = configuration.serverHostname
+        let (pingInterval, maximumFrameLength) = (configuration.pingInterval, configuration.maximumFrameLength)
         let welcomed = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<String, any Error>) in
             shared.setWelcome(continuation)
             var bootstrap = ClientBootstrap(group: eventLoopGroup)
@@ -108,8 +117,9 @@ public final class DeviceConnection: Sendable {
                     channel.eventLoop.makeCompletedFuture {
                         let sync = channel.pipeline.syncOperations
                         try sync.addHandler(try NIOSSLClientHandler(context: sslContext, serverHostname: hostname))
-                        try sync.addHandler(ByteToMessageHandler(LengthFieldBasedFrameDecoder(lengthFieldBitLength: .fourBytes)))
-                        try sync.addHandler(DeviceClientHandler(shared: shared, key: key, logger: logger))
+                        try sync.addHandler(ByteToMessageHandler(LengthFieldBasedFrameDecoder(lengthFieldBitLength: .fourBytes),
+                                                                 maximumBufferSize: maximumFrameLength + 4))
+                        try sync.addHandler(DeviceClientHandler(shared: shared, key: key, logger: logger, pingInterval: pingInterval))
                     }
                 }
                 .connect(host: configuration.host, port: configuration.port)
@@ -150,9 +160,27 @@ public final class DeviceConnection: Sendable {
         send(.ack(sequence: sequence))
     }
 
-    /// Reports a later stage of a push (shown to the person, answered).
+    /// Reports a later stage of a push (shown to the person, answered), without waiting.
     public func report(_ event: DeviceDeliveryEvent, apnsID: String) {
         send(.event(apnsID: apnsID, event: event.rawValue))
+    }
+
+    /// Whether the gateway confirms delivery events (its `welcome` said `"events":true`).
+    public var gatewayConfirmsEvents: Bool { shared.recordsEvents }
+
+    /// Reports a later stage of a push and waits until the gateway has made it durable
+    /// (`eventRecorded`); true then. A gateway that does not confirm events (older) gets it as
+    /// `report` sends it: false, once sent. Throws when the connection ends first or the
+    /// gateway could not record it: report it again (recording twice is harmless).
+    @discardableResult
+    public func record(_ event: DeviceDeliveryEvent, apnsID: String) async throws -> Bool {
+        guard shared.recordsEvents else {
+            report(event, apnsID: apnsID)
+            return false
+        }
+        let reply = try await request { id in .event(apnsID: apnsID, event: event.rawValue, requestID: id) }
+        guard case .eventRecorded = reply else { throw DeviceClientError(reason: "ProtocolError", message: "unexpected \(reply)") }
+        return true
     }
 
     /// Closes the connection; `pushes` finishes.
@@ -197,6 +225,8 @@ final class DeviceConnectionShared: Sendable {
         var flushScheduled = false
         /// The gateway accepts `acks` (its `welcome` said so).
         var batchedAcks = false
+        /// The gateway answers events that carry a request id (`eventRecorded`).
+        var recordsEvents = false
     }
 
     /// At most this many sequences in one `acks` message.
@@ -212,9 +242,12 @@ final class DeviceConnectionShared: Sendable {
     func setWelcome(_ c: CheckedContinuation<String, any Error>) { state.withLock { $0.welcome = c } }
     func setChannel(_ channel: any Channel) { state.withLock { $0.channel = channel } }
 
-    func welcome(_ deviceID: String, batchedAcks: Bool) {
+    var recordsEvents: Bool { state.withLock { $0.recordsEvents } }
+
+    func welcome(_ deviceID: String, batchedAcks: Bool, recordsEvents: Bool) {
         state.withLock { s in
             s.batchedAcks = batchedAcks
+            s.recordsEvents = recordsEvents
             defer { s.welcome = nil }
             return s.welcome
         }?.resume(returning: deviceID)
@@ -304,14 +337,46 @@ final class DeviceClientHandler: ChannelInboundHandler {
     /// Pushes decoded in this read burst: handed to the consumer together at
     /// `channelReadComplete` (one lock and at most one wake-up per burst, not per push).
     private var received: [DevicePush] = []
+    private let pingInterval: TimeAmount?
+    private var keepAlive: RepeatedTask?
+    /// Something arrived since the last ping went out; `pinged`: a ping is out.
+    private var heard = false
+    private var pinged = false
+    private var nextPingID: Int64 = 1
 
-    init(shared: DeviceConnectionShared, key: P256.Signing.PrivateKey, logger: Logger) {
+    init(shared: DeviceConnectionShared, key: P256.Signing.PrivateKey, logger: Logger, pingInterval: TimeAmount?) {
         self.shared = shared
         self.key = key
         self.logger = logger
+        self.pingInterval = pingInterval
+    }
+
+    /// After the welcome (the gateway accepts nothing but `hello` before): a ping every
+    /// interval; one unanswered, with nothing else heard, by the next closes the connection.
+    private func startKeepAlive(context: ChannelHandlerContext) {
+        guard let interval = pingInterval, interval.nanoseconds > 0, keepAlive == nil else { return }
+        let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+        keepAlive = context.eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { _ in
+            handler.value.keepAliveTick(context: bound.value)
+        }
+    }
+
+    private func keepAliveTick(context: ChannelHandlerContext) {
+        if pinged, !heard {
+            failure = DeviceClientError(reason: "Timeout", message: "the gateway did not answer a ping")
+            logger.warning("the gateway did not answer a ping; closing the device channel")
+            context.close(promise: nil)
+            return
+        }
+        heard = false
+        pinged = true
+        write(.ping(nextPingID), context: context)
+        nextPingID &+= 1
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        heard = true
         let buffer = unwrapInboundIn(data)
         let message: DeviceMessage
         do { message = try DeviceMessage(decoding: buffer.readableBytesView) } catch {
@@ -329,11 +394,12 @@ final class DeviceClientHandler: ChannelInboundHandler {
                 failure = error
                 context.close(promise: nil)
             }
-        case .welcome(let deviceID, let batchedAcks):
-            shared.welcome(deviceID, batchedAcks: batchedAcks)
+        case .welcome(let deviceID, let batchedAcks, let recordsEvents):
+            shared.welcome(deviceID, batchedAcks: batchedAcks, recordsEvents: recordsEvents)
+            startKeepAlive(context: context)
         case .push(let push):
             received.append(push)
-        case .token(let id, _), .appRemoved(let id):
+        case .token(let id, _), .appRemoved(let id), .eventRecorded(let id):
             shared.answer(id, with: .success(message))
         case .error(let id?, let reason, let text):
             shared.answer(id, with: .failure(DeviceClientError(reason: reason, message: text)))
@@ -371,6 +437,8 @@ final class DeviceClientHandler: ChannelInboundHandler {
 
     func channelInactive(context: ChannelHandlerContext) {
         // Pushes decoded before the connection ended still reach the consumer, then the end.
+        keepAlive?.cancel()
+        keepAlive = nil
         deliverReceived()
         shared.closed(failure)
         context.fireChannelInactive()

@@ -38,12 +38,27 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
     /// that TLS's 32 KiB plaintext buffer is never held after `channelRead` (NIOSSL would copy
     /// it on its next read); nil whenever a read ended on a frame boundary (idle connections).
     private var partialFrame: ByteBuffer?
-    /// Longer frames close the connection (device messages are a few hundred bytes; an `acks`
-    /// of 1,024 sequences ≈ 20 kB).
-    static let maximumFrameLength = 1 << 20
+    /// Before the handshake only a `hello` (about 250 bytes) is accepted: longer frames close
+    /// the connection. After it, `GatewayConfiguration.deviceMaximumFrameLength`.
+    static let maximumHandshakeFrameLength = 4096
+    /// When the last whole message arrived; `idleCheck` closes the connection when nothing
+    /// came for `deviceIdleTimeout` (one timer per connection, moved only when it fires).
+    private var lastHeard = NIODeadline.uptimeNanoseconds(0)
+    private var idleCheck: Scheduled<Void>?
+    /// `requestToken` and `removeApp` of this connection (`deviceRequestRateLimit…`).
+    private var requestBucket: TokenBucket
+    /// Delivery events read and not yet handed to the registry queue; `recordingEvents` while
+    /// a batch is being recorded (one at a time per connection).
+    private var pendingEvents: [(event: DeliveryEvent, apnsID: String, requestID: Int64?)] = []
+    private var recordingEvents = false
 
     init(core: GatewayCore) {
         self.core = core
+        self.requestBucket = TokenBucket(tokens: core.configuration.deviceRequestRateLimitBurst, updatedAt: 0)
+    }
+
+    private var maximumFrameLength: Int {
+        if case .ready = state { core.configuration.deviceMaximumFrameLength } else { Self.maximumHandshakeFrameLength }
     }
 
     func channelActive(context: ChannelHandlerContext) {
@@ -70,6 +85,7 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
         partialFrame = nil
         flushAcknowledgements()
         handshakeTimeout?.cancel()
+        idleCheck?.cancel()
         if case .ready(let session) = state {
             session.closed()
             core.hub.detach(session)
@@ -90,6 +106,7 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
     private func fail(_ message: String, reason: String = "ProtocolError", context: ChannelHandlerContext) {
         logger.info("closing device connection", metadata: ["error": "\(message)"])
         send(.error(requestID: nil, reason: reason, message: message), context: context)
+        idleCheck?.cancel()
         if case .ready(let session) = state {
             // channelInactive sees `.closed`: detach here, and stop the session's backlog reads.
             session.closed()
@@ -133,14 +150,17 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
 
     /// Handles every complete frame in `buffer`, leaving an incomplete one unread.
     private func readFrames(_ buffer: inout ByteBuffer, context: ChannelHandlerContext) {
-        while !isClosed, let length = buffer.getInteger(at: buffer.readerIndex, as: UInt32.self) {
-            guard length <= Self.maximumFrameLength else {
-                fail("a frame of \(length) bytes is longer than \(Self.maximumFrameLength)", context: context)
+        while !isClosed, let prefix = buffer.getInteger(at: buffer.readerIndex, as: UInt32.self) {
+            // Refused as soon as the prefix is read: what one connection buffers is at most one
+            // maximal frame (and one read).
+            let limit = maximumFrameLength
+            guard let length = Int(exactly: prefix), length <= limit else {
+                fail("a frame of \(prefix) bytes is longer than \(limit)", context: context)
                 return
             }
-            guard buffer.readableBytes >= 4 + Int(length) else { return }
+            guard buffer.readableBytes - 4 >= length else { return }
             buffer.moveReaderIndex(forwardBy: 4)
-            let frame = buffer.readSlice(length: Int(length))!
+            let frame = buffer.readSlice(length: length)!
             handleFrame(frame, context: context)
         }
     }
@@ -160,6 +180,7 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
             state = .verifying
             accept(key: key, context: context)
         case (.ready(let session), _):
+            lastHeard = .now()
             handle(message, session: session, context: context)
         case (.closed, _):
             break
@@ -171,20 +192,32 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
     private func accept(key: P256.Signing.PublicKey, context: ChannelHandlerContext) {
         let deviceID = DeviceChallenge.deviceID(publicKey: key)
         deviceTag = deviceID.prefix(8)
-        let record = GatewayDeviceRecord(deviceID: deviceID, publicKey: key.x963Representation, createdAt: core.clock.nowMilliseconds())
-        let store = core.store
+        let now = core.clock.nowMilliseconds()
+        let record = GatewayDeviceRecord(deviceID: deviceID, publicKey: key.x963Representation, createdAt: now)
+        let directory = core.directory
+        let (perSource, overall) = (core.newDevicesPerSource, core.newDevices)
+        let source = context.channel.remoteAddress?.ipAddress ?? "unknown"
         let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
         let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
-        core.blocking(on: context.eventLoop) { try store.registerDevice(record) }.whenComplete { result in
+        // A known device is a read; a new identity is recorded only within the new-device limits.
+        core.blocking(on: context.eventLoop) {
+            try directory.admit(record) { perSource.allow(key: source, now: now) && overall.allow(key: "", now: now) }
+        }.whenComplete { result in
             handler.value.registered(result, deviceID: deviceID, context: bound.value)
         }
     }
 
-    private func registered(_ result: Result<Void, any Error>, deviceID: String, context: ChannelHandlerContext) {
+    private func registered(_ result: Result<GatewayDirectory.DeviceAdmission, any Error>, deviceID: String, context: ChannelHandlerContext) {
         guard case .verifying = state else { return }
-        if case .failure(let error) = result {
+        switch result {
+        case .failure(let error):
             fail("cannot register the device: \(error)", reason: "InternalServerError", context: context)
             return
+        case .success(.refused):
+            fail("too many new devices; try again later", reason: Self.tooManyNewDevices, context: context)
+            return
+        case .success(.known), .success(.registered):
+            break
         }
         handshakeTimeout?.cancel()
         handshakeTimeout = nil
@@ -195,8 +228,12 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
         }
         state = .ready(session)
         if let old = core.hub.attach(session) { old.channel.close(promise: nil) }
-        send(.welcome(deviceID: deviceID, batchedAcks: true), context: context)
+        send(.welcome(deviceID: deviceID, batchedAcks: true, recordsEvents: true), context: context)
         logger.debug("device connected")
+        lastHeard = .now()
+        if core.configuration.deviceIdleTimeout.nanoseconds > 0 {
+            scheduleIdleCheck(at: lastHeard + core.configuration.deviceIdleTimeout, context: context)
+        }
         // Attached first, then the backlog is paged: a push committed from now on reaches the
         // session, and the state machine keeps it after the backlog, once.
         session.start()
@@ -217,7 +254,35 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
             acknowledged(sequence, session: session)
             return
         case .acks(let sequences):
+            // Bounded work per message (the frame's length bounds its parsing).
+            guard sequences.count <= core.configuration.deviceMaximumAcksPerMessage else {
+                fail("an acks message of \(sequences.count) sequences; at most \(core.configuration.deviceMaximumAcksPerMessage)",
+                     context: context)
+                return
+            }
             for sequence in sequences { acknowledged(sequence, session: session) }
+            return
+        case .event(let apnsID, let event, let requestID):
+            // What is queued is small and known: an apns-id is a UUID; an event the gateway
+            // does not record (a newer device's) is confirmed at once, nothing kept.
+            guard (try? APNsID(header: apnsID)) != nil else {
+                if let requestID {
+                    send(.error(requestID: requestID, reason: APNsReason.badMessageId.rawValue, message: "apnsID is not a UUID"), context: context)
+                }
+                return
+            }
+            let known = DeliveryEvent(rawValue: event)
+            guard known == .presented || known == .answered else {
+                if let requestID { send(.eventRecorded(requestID: requestID), context: context) }
+                return
+            }
+            guard pendingEvents.count < core.configuration.deviceMaximumPendingEvents else {
+                if let requestID {
+                    send(.error(requestID: requestID, reason: Self.tooManyRequests, message: "too many delivery events waiting"), context: context)
+                }
+                return
+            }
+            pendingEvents.append((known, apnsID, requestID))
             return
         default:
             break
@@ -229,31 +294,30 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
         let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
         switch message {
         case .requestToken(let requestID, let topic, let environment):
+            guard allowRequest(requestID, context: context) else { return }
             guard let bundle = Topic(rawValue: topic) else {
                 send(.error(requestID: requestID, reason: APNsReason.badTopic.rawValue, message: "not a valid topic"), context: context)
                 return
             }
             let now = core.clock.nowMilliseconds()
-            core.blocking(on: context.eventLoop) { () throws -> DeviceTokenRecord in
-                if let existing = try store.activeToken(deviceID: deviceID, bundleID: bundle.rawValue, environment: environment) {
-                    return existing
-                }
-                let record = DeviceTokenRecord(token: DeviceToken.random().hex, deviceID: deviceID, bundleID: bundle.rawValue,
-                                               environment: environment, createdAt: now)
-                try store.addToken(record)
-                return record
+            let maximum = core.configuration.deviceMaximumTokens
+            core.registry(on: context.eventLoop) {
+                try directory.issueToken(deviceID: deviceID, bundleID: bundle.rawValue, environment: environment, now: now, maximum: maximum)
             }.whenComplete { result in
                 switch result {
-                case .success(let record):
-                    directory.remember(token: record)
+                case .success(let record?):
                     handler.value.send(.token(requestID: requestID, token: record.token), context: bound.value)
+                case .success(nil):
+                    handler.value.send(.error(requestID: requestID, reason: Self.tooManyDeviceTokens,
+                                              message: "this device holds \(maximum) tokens, the most allowed"), context: bound.value)
                 case .failure(let error):
                     handler.value.send(.error(requestID: requestID, reason: APNsReason.internalServerError.rawValue, message: "\(error)"), context: bound.value)
                 }
             }
         case .removeApp(let requestID, let topic):
+            guard allowRequest(requestID, context: context) else { return }
             let now = core.clock.nowMilliseconds()
-            core.blocking(on: context.eventLoop) { try store.unregisterTokens(deviceID: deviceID, bundleID: topic, at: now) }
+            core.registry(on: context.eventLoop) { try store.unregisterTokens(deviceID: deviceID, bundleID: topic, at: now) }
                 .whenComplete { result in
                     switch result {
                     case .success(let killed):
@@ -263,13 +327,6 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
                         handler.value.send(.error(requestID: requestID, reason: APNsReason.internalServerError.rawValue, message: "\(error)"), context: bound.value)
                     }
                 }
-        case .event(let apnsID, let event):
-            let now = core.clock.nowMilliseconds()
-            core.blocking(on: context.eventLoop) {
-                try store.recordEvent(DeliveryEvent(rawValue: event), apnsID: apnsID, deviceID: deviceID, at: now)
-            }.whenFailure { error in
-                handler.value.logger.warning("cannot record a delivery event", metadata: ["error": "\(error)"])
-            }
         case .ping(let n):
             send(.pong(n), context: context)
         case .pong:
@@ -281,7 +338,83 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
 
     func channelReadComplete(context: ChannelHandlerContext) {
         flushAcknowledgements()
+        recordEvents(context: context)
         context.fireChannelReadComplete()
+    }
+
+    static let tooManyRequests = APNsReason.tooManyRequests.rawValue
+    static let tooManyDeviceTokens = "TooManyDeviceTokens"
+    static let tooManyNewDevices = "TooManyNewDevices"
+    static let idleTimeout = "IdleTimeout"
+
+    /// Takes one request from the connection's bucket; past it answers `TooManyRequests`.
+    private func allowRequest(_ requestID: Int64, context: ChannelHandlerContext) -> Bool {
+        let perSecond = core.configuration.deviceRequestRateLimitPerSecond
+        guard perSecond > 0 else { return true }
+        if requestBucket.take(now: core.clock.nowMilliseconds(), perSecond: perSecond,
+                              burst: max(core.configuration.deviceRequestRateLimitBurst, 1)) { return true }
+        send(.error(requestID: requestID, reason: Self.tooManyRequests, message: "too many requests on this connection; slow down"),
+             context: context)
+        return false
+    }
+
+    /// Hands the events read so far to the registry queue in one batch (one transaction), if
+    /// no batch of this connection is being recorded; once durable, each event that carried a
+    /// request id is answered `eventRecorded` (a failure: an `error` with it, and the device
+    /// sends the event again later).
+    private func recordEvents(context: ChannelHandlerContext) {
+        guard !recordingEvents, !pendingEvents.isEmpty, case .ready(let session) = state else { return }
+        recordingEvents = true
+        var batch: [(event: DeliveryEvent, apnsID: String, requestID: Int64?)] = []
+        swap(&batch, &pendingEvents)
+        let store = core.store
+        let deviceID = session.deviceID
+        let now = core.clock.nowMilliseconds()
+        let events = batch.map { (event: $0.event, apnsID: $0.apnsID) }
+        let ids = batch.compactMap(\.requestID)
+        let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+        core.registry(on: context.eventLoop) {
+            try store.recordEvents(events, deviceID: deviceID, at: now)
+        }.whenComplete { result in
+            let handler = handler.value
+            var frames: [UInt8] = []
+            switch result {
+            case .success:
+                for id in ids { DeviceMessage.eventRecorded(requestID: id).appendFrame(to: &frames) }
+            case .failure(let error):
+                handler.logger.warning("cannot record delivery events", metadata: ["error": "\(error)"])
+                for id in ids {
+                    DeviceMessage.error(requestID: id, reason: APNsReason.internalServerError.rawValue, message: "not recorded")
+                        .appendFrame(to: &frames)
+                }
+            }
+            handler.recordingEvents = false
+            guard !handler.isClosed else { return }
+            let context = bound.value
+            if !frames.isEmpty { context.writeAndFlush(handler.wrapOutboundOut(context.channel.allocator.buffer(bytes: frames)), promise: nil) }
+            handler.recordEvents(context: context)
+        }
+    }
+
+    private func scheduleIdleCheck(at deadline: NIODeadline, context: ChannelHandlerContext) {
+        let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+        idleCheck = context.eventLoop.scheduleTask(deadline: deadline) {
+            handler.value.idleCheckFired(context: bound.value)
+        }
+    }
+
+    /// Closes a connection that sent no whole message for `deviceIdleTimeout`; else checks
+    /// again when that would be the case.
+    private func idleCheckFired(context: ChannelHandlerContext) {
+        guard case .ready = state else { return }
+        let due = lastHeard + core.configuration.deviceIdleTimeout
+        if NIODeadline.now() >= due {
+            fail("no message for \(core.configuration.deviceIdleTimeout)", reason: Self.idleTimeout, context: context)
+        } else {
+            scheduleIdleCheck(at: due, context: context)
+        }
     }
 
     private func flushAcknowledgements() {

@@ -18,7 +18,8 @@ struct TokenBucket: Sendable, Hashable {
     }
 }
 
-/// The per-device-token limit behind `429 TooManyRequests`.
+/// Token buckets by key: the per-device-token limit behind `429 TooManyRequests`, and the
+/// device channel's limits on new device identities (per source address, overall).
 final class DeviceRateLimiter: Sendable {
     private let perSecond: Double
     private let burst: Double
@@ -31,7 +32,10 @@ final class DeviceRateLimiter: Sendable {
 
     var isEnabled: Bool { perSecond > 0 }
 
-    func allow(token: String, now: EpochMilliseconds) -> Bool {
+    func allow(token: String, now: EpochMilliseconds) -> Bool { allow(key: token, now: now) }
+
+    /// One event for `key` (a device token, a source address, `""` for a global limit).
+    func allow(key token: String, now: EpochMilliseconds) -> Bool {
         guard isEnabled else { return true }
         return buckets.withLock { b in
             if b.count > 200_000 {

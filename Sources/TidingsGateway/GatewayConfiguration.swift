@@ -93,6 +93,36 @@ public struct GatewayConfiguration: Sendable {
     public var eventLoopThreads: Int = 0
     public var clock: any WallClock = SystemWallClock()
     public var logger: Logger = Logger(label: "tidings.gateway")
+    /// The longest message a device may send (its length prefix); a longer one is refused at
+    /// once with an `error` (`ProtocolError`) and the connection closes. It is also the most one
+    /// connection buffers of an unfinished message. Device messages are a few hundred bytes;
+    /// an `acks` of 1,024 sequences is at most about 20 kB. (Before the handshake: 4 KiB.)
+    public var deviceMaximumFrameLength: Int = 64 * 1024
+    /// A device connection that sent no whole message for this long after its handshake is
+    /// closed (`IdleTimeout`). `TidingsDevice` pings every `DeviceClientConfiguration.pingInterval`
+    /// (60 s by default): three pings fit in it. 0 disables it.
+    public var deviceIdleTimeout: TimeAmount = .seconds(180)
+    /// Sequences in one `acks` message, at most; more closes the connection (`ProtocolError`).
+    public var deviceMaximumAcksPerMessage: Int = 1_024
+    /// Device tokens one device may hold (live or unregistered, over its lifetime, as each is
+    /// a row of the registry); a request for a new one past it is refused (`TooManyDeviceTokens`),
+    /// nothing stored. Asking again for a token the device holds keeps working.
+    public var deviceMaximumTokens: Int = 1_000
+    /// Per connection: `requestToken` and `removeApp` messages, a token bucket of this burst
+    /// refilled at this rate; past it a request is refused (`TooManyRequests`). 0 disables.
+    public var deviceRequestRateLimitPerSecond: Double = 10
+    public var deviceRequestRateLimitBurst: Double = 100
+    /// Device identities seen for the first time (a handshake with a key the gateway has never
+    /// recorded), per source address and over all sources: token buckets; past either the
+    /// handshake is refused (`TooManyNewDevices`), nothing stored. Known devices always get in.
+    /// 0 disables a limit (load tests that make 100,000 devices).
+    public var newDevicesPerSourcePerSecond: Double = 10
+    public var newDevicesPerSourceBurst: Double = 100
+    public var newDevicesPerSecond: Double = 100
+    public var newDevicesBurst: Double = 1_000
+    /// Delivery events of one connection waiting to be recorded, at most; past it an event is
+    /// refused (`TooManyRequests`; the device sends it again later), not queued.
+    public var deviceMaximumPendingEvents: Int = 1_024
 
     public init(dataDirectory: URL) {
         self.dataDirectory = dataDirectory

@@ -1,3 +1,4 @@
+import Dispatch
 import Logging
 import NIOCore
 import Synchronization
@@ -13,6 +14,13 @@ final class GatewayCore: Sendable {
     let hub: DeviceHub
     let committer: PushCommitter
     let rateLimiter: DeviceRateLimiter
+    /// New device identities per source address, and over all sources (`newDevices…`).
+    let newDevicesPerSource: DeviceRateLimiter
+    let newDevices: DeviceRateLimiter
+    /// Where the device channel's registry writes run (tokens issued, apps removed, delivery
+    /// events), one at a time: never on `threadPool`, which handshakes, backlog pages and the
+    /// admin endpoint wait on, so a device flooding requests queues only behind itself.
+    private let registryQueue = DispatchQueue(label: "tidings.gateway.registry")
     let metrics: GatewayMetrics
     let threadPool: NIOThreadPool
     let logger: Logger
@@ -33,6 +41,8 @@ final class GatewayCore: Sendable {
         let hub = DeviceHub(metrics: metrics)
         self.hub = hub
         self.rateLimiter = DeviceRateLimiter(perSecond: configuration.deviceRateLimitPerSecond, burst: configuration.deviceRateLimitBurst)
+        self.newDevicesPerSource = DeviceRateLimiter(perSecond: configuration.newDevicesPerSourcePerSecond, burst: configuration.newDevicesPerSourceBurst)
+        self.newDevices = DeviceRateLimiter(perSecond: configuration.newDevicesPerSecond, burst: configuration.newDevicesBurst)
         self.committer = PushCommitter(store: store, clock: configuration.clock, logger: configuration.logger, metrics: metrics,
                                        maximumQueued: configuration.maximumQueuedPushes) { stored in
             hub.deliver(stored)
@@ -63,6 +73,13 @@ final class GatewayCore: Sendable {
     /// Runs blocking store work off the event loop.
     func blocking<T: Sendable>(on loop: any EventLoop, _ body: @escaping @Sendable () throws -> T) -> EventLoopFuture<T> {
         threadPool.runIfActive(eventLoop: loop, body)
+    }
+
+    /// Runs a device-channel registry write on the registry queue (see `registryQueue`).
+    func registry<T: Sendable>(on loop: any EventLoop, _ body: @escaping @Sendable () throws -> T) -> EventLoopFuture<T> {
+        let promise = loop.makePromise(of: T.self)
+        registryQueue.async { promise.completeWith(Result { try body() }) }
+        return promise.futureResult
     }
 
     /// The stored expiry of a push accepted at `now`.

@@ -112,6 +112,36 @@ final class GatewayDirectory: Sendable {
         return info
     }
 
+    /// What a handshake found: a device seen before, one recorded now, or a new identity
+    /// refused by the new-device rate limits (nothing stored).
+    enum DeviceAdmission: Sendable { case known, registered, refused }
+
+    /// Blocking: call from a thread pool. A device already recorded gets in with a read only;
+    /// a new one is recorded if `allowNew()` (the new-identity limits) says so.
+    func admit(_ device: GatewayDeviceRecord, allowNew: () -> Bool) throws(GatewayStoreError) -> DeviceAdmission {
+        if try store.device(id: device.deviceID) != nil { return .known }
+        guard allowNew() else { return .refused }
+        try store.registerDevice(device)
+        return .registered
+    }
+
+    /// Blocking: call from the registry queue (one at a time, so the count cannot race). The
+    /// device's live token for the app and environment; else a new one while the device holds
+    /// fewer than `maximum` tokens; nil past it, with nothing stored.
+    func issueToken(deviceID: String, bundleID: String, environment: APNsEnvironment, now: EpochMilliseconds,
+                    maximum: Int) throws(GatewayStoreError) -> DeviceTokenRecord? {
+        if let existing = try store.activeToken(deviceID: deviceID, bundleID: bundleID, environment: environment) {
+            remember(token: existing)
+            return existing
+        }
+        guard try store.tokenCount(deviceID: deviceID) < maximum else { return nil }
+        let record = DeviceTokenRecord(token: DeviceToken.random().hex, deviceID: deviceID, bundleID: bundleID,
+                                       environment: environment, createdAt: now)
+        try store.addToken(record)
+        remember(token: record)
+        return record
+    }
+
     func remember(token: DeviceTokenRecord) {
         state.withLock { s in
             s.tokens[token.token] = TokenInfo(deviceID: token.deviceID, bundleID: token.bundleID, environment: token.environment,

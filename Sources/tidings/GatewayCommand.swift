@@ -85,6 +85,9 @@ struct GatewayOptions: ParsableArguments {
     @Option(name: .customLong("device-rate-burst"), help: "Burst size of the per-device limit.")
     var deviceRateBurst: Double = 2000
 
+    @Option(name: .customLong("new-device-rate-limit"), help: "New device identities per second, over all sources (per source: a tenth); 0: no limit (load tests).")
+    var newDeviceRateLimit: Double = 100
+
     @Option(name: .customLong("unauthenticated-stream-limit"), help: "Streams allowed before a connection's first valid token (APNs: 1).")
     var unauthenticatedStreamLimit: Int = 1
 
@@ -108,6 +111,10 @@ struct GatewayOptions: ParsableArguments {
         c.environment = env
         c.deviceRateLimitPerSecond = deviceRateLimit
         c.deviceRateLimitBurst = deviceRateBurst
+        c.newDevicesPerSecond = newDeviceRateLimit
+        c.newDevicesBurst = newDeviceRateLimit * 10
+        c.newDevicesPerSourcePerSecond = newDeviceRateLimit / 10
+        c.newDevicesPerSourceBurst = newDeviceRateLimit
         c.unauthenticatedStreamLimit = max(1, unauthenticatedStreamLimit)
         c.eventLoopThreads = threads
         c.logger = logger

@@ -384,6 +384,7 @@ final class FaultyGatewayStore: GatewayStore {
     func device(id: String) throws(GatewayStoreError) -> GatewayDeviceRecord? { inner.device(id: id) }
     func addToken(_ token: DeviceTokenRecord) throws(GatewayStoreError) { try inner.addToken(token) }
     func token(_ token: String) throws(GatewayStoreError) -> DeviceTokenRecord? { inner.token(token) }
+    func tokenCount(deviceID: String) throws(GatewayStoreError) -> Int { inner.tokenCount(deviceID: deviceID) }
     func activeToken(deviceID: String, bundleID: String, environment: APNsEnvironment) throws(GatewayStoreError) -> DeviceTokenRecord? {
         inner.activeToken(deviceID: deviceID, bundleID: bundleID, environment: environment)
     }

@@ -10,8 +10,10 @@ public enum DeviceMessage: Sendable, Hashable {
     /// `DeviceChallenge.signedBytes(nonce)` (DER or raw).
     case hello(publicKey: [UInt8], signature: [UInt8])
     /// Server → device: the key was proven; pushes follow. `batchedAcks`: the gateway accepts
-    /// `acks` (several sequences in one message); old gateways do not say so.
-    case welcome(deviceID: String, batchedAcks: Bool = false)
+    /// `acks` (several sequences in one message); `recordsEvents`: it answers an `event` that
+    /// carries a `requestID` with `eventRecorded` once the event is durable. Old gateways say
+    /// neither.
+    case welcome(deviceID: String, batchedAcks: Bool = false, recordsEvents: Bool = false)
     /// Device → server: a token for an app topic (the bundle ID) in an environment.
     case requestToken(requestID: Int64, topic: String, environment: APNsEnvironment)
     /// Server → device: the device token for the request.
@@ -27,8 +29,11 @@ public enum DeviceMessage: Sendable, Hashable {
     /// Device → server: several pushes safely received, in one message (only to a gateway
     /// whose `welcome` said `"acks":true`; `ack` keeps working).
     case acks(sequences: [Int64])
-    /// Device → server: a later stage of a delivered push (`presented`, `answered`).
-    case event(apnsID: String, event: String)
+    /// Device → server: a later stage of a delivered push (`presented`, `answered`). With a
+    /// `requestID`, a gateway whose welcome said `"events":true` answers `eventRecorded`.
+    case event(apnsID: String, event: String, requestID: Int64? = nil)
+    /// Server → device: the `event` with this request id is durable (recording it again is harmless).
+    case eventRecorded(requestID: Int64)
     /// Either way: keep-alive and its answer.
     case ping(Int64)
     case pong(Int64)
@@ -167,9 +172,10 @@ extension DeviceMessage {
         switch self {
         case .challenge(let nonce): o = ["type": "challenge", "nonce": b64(nonce)]
         case .hello(let key, let sig): o = ["type": "hello", "publicKey": b64(key), "signature": b64(sig)]
-        case .welcome(let id, let batchedAcks):
+        case .welcome(let id, let batchedAcks, let recordsEvents):
             o = ["type": "welcome", "deviceID": .string(id)]
             if batchedAcks { o["acks"] = .bool(true) }
+            if recordsEvents { o["events"] = .bool(true) }
         case .requestToken(let id, let topic, let env):
             o = ["type": "requestToken", "requestID": .integer(id), "topic": .string(topic), "environment": .string(env.rawValue)]
         case .token(let id, let token): o = ["type": "token", "requestID": .integer(id), "token": .string(token)]
@@ -183,7 +189,10 @@ extension DeviceMessage {
             if let c = p.collapseID { o["collapseID"] = .string(c) }
         case .ack(let seq): o = ["type": "ack", "sequence": .integer(seq)]
         case .acks(let seqs): o = ["type": "acks", "sequences": .array(seqs.map { .integer($0) })]
-        case .event(let id, let event): o = ["type": "event", "apnsID": .string(id), "event": .string(event)]
+        case .event(let id, let event, let requestID):
+            o = ["type": "event", "apnsID": .string(id), "event": .string(event)]
+            if let requestID { o["requestID"] = .integer(requestID) }
+        case .eventRecorded(let id): o = ["type": "eventRecorded", "requestID": .integer(id)]
         case .ping(let n): o = ["type": "ping", "id": .integer(n)]
         case .pong(let n): o = ["type": "pong", "id": .integer(n)]
         case .error(let id, let reason, let message):
@@ -238,14 +247,16 @@ extension DeviceMessage {
                 return Array(try stringField(.payload).utf8)
             }
             guard let pushType = PushType(rawValue: try stringField(.pushType)),
-                  let priority = Priority(rawValue: Int(try intField(.priority))) else { throw DeviceProtocolError("push: bad push type or priority") }
+                  let priorityValue = Int(exactly: try intField(.priority)),  // checked: `Int` may be 32 bits
+                  let priority = Priority(rawValue: priorityValue) else { throw DeviceProtocolError("push: bad push type or priority") }
             self = .push(DevicePush(sequence: try intField(.sequence), apnsID: try stringField(.apnsID), token: try stringField(.token),
                                     topic: try stringField(.topic), pushType: pushType, priority: priority,
                                     collapseID: o[.collapseID]?.stringValue, expiresAt: try intField(.expiresAt),
                                     acceptedAt: try intField(.acceptedAt), payload: try payloadField()))
         case "challenge": self = .challenge(nonce: try base64Field(.nonce))
         case "hello": self = .hello(publicKey: try base64Field(.publicKey), signature: try base64Field(.signature))
-        case "welcome": self = .welcome(deviceID: try stringField(.deviceID), batchedAcks: o[.acks] == .bool(true))
+        case "welcome":
+            self = .welcome(deviceID: try stringField(.deviceID), batchedAcks: o[.acks] == .bool(true), recordsEvents: o[.events] == .bool(true))
         case "requestToken":
             guard let env = APNsEnvironment(name: try stringField(.environment)) else { throw DeviceProtocolError("requestToken: unknown environment") }
             self = .requestToken(requestID: try intField(.requestID), topic: try stringField(.topic), environment: env)
@@ -262,7 +273,16 @@ extension DeviceMessage {
                 sequences.append(s)
             }
             self = .acks(sequences: sequences)
-        case "event": self = .event(apnsID: try stringField(.apnsID), event: try stringField(.event))
+        case "event":
+            // `requestID` is optional (devices before acknowledged events send none); present, it must be an integer.
+            let id: Int64?
+            switch o[.requestID] {
+            case nil, .null?: id = nil
+            case .integer(let i)?: id = i
+            default: throw DeviceProtocolError("event: requestID is not an integer")
+            }
+            self = .event(apnsID: try stringField(.apnsID), event: try stringField(.event), requestID: id)
+        case "eventRecorded": self = .eventRecorded(requestID: try intField(.requestID))
         case "ping": self = .ping(try intField(.id))
         case "pong": self = .pong(try intField(.id))
         case "error":
@@ -279,7 +299,7 @@ struct DeviceMessageFields {
     enum Key: Int, CaseIterable {
         case type, nonce, publicKey, signature, deviceID, acks, requestID, topic, environment, token
         case sequence, sequences, apnsID, pushType, priority, collapseID, expiresAt, acceptedAt, payload
-        case event, id, reason, message
+        case event, id, reason, message, events
 
         /// The member name, as spelled on the wire.
         var name: String { Key.names[rawValue] }
@@ -289,7 +309,7 @@ struct DeviceMessageFields {
 
         static let names = ["type", "nonce", "publicKey", "signature", "deviceID", "acks", "requestID", "topic", "environment",
                             "token", "sequence", "sequences", "apnsID", "pushType", "priority", "collapseID", "expiresAt",
-                            "acceptedAt", "payload", "event", "id", "reason", "message"]
+                            "acceptedAt", "payload", "event", "id", "reason", "message", "events"]
     }
 
     private var values = [JSONValue?](repeating: nil, count: Key.count)
@@ -488,7 +508,7 @@ struct DeviceMessageFields {
         case 2: key = equals("id") ? .id : nil
         case 4: key = equals("type") ? .type : equals("acks") ? .acks : nil
         case 5: key = equals("nonce") ? .nonce : equals("topic") ? .topic : equals("token") ? .token : equals("event") ? .event : nil
-        case 6: key = equals("apnsID") ? .apnsID : equals("reason") ? .reason : nil
+        case 6: key = equals("apnsID") ? .apnsID : equals("reason") ? .reason : equals("events") ? .events : nil
         case 7: key = equals("payload") ? .payload : equals("message") ? .message : nil
         case 8:
             key = equals("sequence") ? .sequence : equals("pushType") ? .pushType : equals("priority") ? .priority

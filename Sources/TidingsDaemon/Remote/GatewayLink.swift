@@ -54,8 +54,12 @@ public actor GatewayLink: RemoteNotificationLink {
     private var phase: Phase = .idle
     private var lastError: String = "not connected yet"
     private var connectWaiters: [CheckedContinuation<DeviceConnection?, Never>] = []
-    /// Events reported while disconnected, sent on the next connection.
-    private var pendingEvents: [(DeviceDeliveryEvent, String)] = []
+    /// Delivery events are kept in the inbox until the gateway confirms them durable, and sent
+    /// again on every connection until then. One sender at a time (`sendingEvents`).
+    private var sendingEvents = false
+    /// Events sent at once before waiting for their confirmations (under the gateway's
+    /// `deviceMaximumPendingEvents`).
+    static let eventWindow = 256
     private let work: AsyncStream<Void>.Continuation
     private let workStream: AsyncStream<Void>
     private var nextPrune = Date.distantPast
@@ -137,9 +141,8 @@ public actor GatewayLink: RemoteNotificationLink {
                 logger.warning("could not tell the gateway an app was removed", metadata: ["app": "\(bundle)", "error": "\(error)"])
             }
         }
-        for (event, apnsID) in pendingEvents { connection.report(event, apnsID: apnsID) }
-        pendingEvents.removeAll()
         phase = .connected(connection)
+        sendPendingEvents()
         for waiter in connectWaiters { waiter.resume(returning: connection) }
         connectWaiters.removeAll()
     }
@@ -318,13 +321,50 @@ public actor GatewayLink: RemoteNotificationLink {
         report(.answered, apnsID: apnsID)
     }
 
+    /// Durable first (the inbox keeps it across reconnects and daemon restarts), then sent;
+    /// forgotten once the gateway confirms it. At least once: recording an event twice at the
+    /// gateway changes nothing.
     private func report(_ event: DeviceDeliveryEvent, apnsID: String) {
-        if case .connected(let connection) = phase {
-            connection.report(event, apnsID: apnsID)
-        } else {
-            pendingEvents.append((event, apnsID))
-            // Inspection only: while the gateway is away for long, keep the newest events.
-            if pendingEvents.count > 10_000 { pendingEvents.removeFirst(pendingEvents.count - 10_000) }
+        do { try inbox.addPendingEvent(event.rawValue, apnsID: apnsID) } catch {
+            logger.warning("could not keep a delivery event", metadata: ["apns-id": "\(apnsID)", "error": "\(error)"])
+            if case .connected(let connection) = phase { connection.report(event, apnsID: apnsID) }
+            return
+        }
+        sendPendingEvents()
+    }
+
+    /// Starts sending the inbox's pending events on the current connection, unless a sender runs.
+    private func sendPendingEvents() {
+        guard case .connected(let connection) = phase, !sendingEvents else { return }
+        sendingEvents = true
+        Task { await self.sendEvents(on: connection) }
+    }
+
+    /// Sends pending events in windows of `eventWindow`, each forgotten once confirmed (or,
+    /// to a gateway that does not confirm events, once sent), until none is left or the
+    /// connection fails; what is left goes on the next connection.
+    private func sendEvents(on connection: DeviceConnection) async {
+        defer { sendingEvents = false }
+        while case .connected(let current) = phase, current === connection {
+            guard let window = try? inbox.pendingEvents(limit: Self.eventWindow), !window.isEmpty else { return }
+            let done = await withTaskGroup(of: (event: String, apnsID: String)?.self) { group in
+                for e in window {
+                    group.addTask {
+                        do {
+                            _ = try await connection.record(DeviceDeliveryEvent(rawValue: e.event), apnsID: e.apnsID)
+                            return e
+                        } catch { return nil }
+                    }
+                }
+                var done: [(event: String, apnsID: String)] = []
+                for await e in group { if let e { done.append(e) } }
+                return done
+            }
+            do { try inbox.clearEvents(done) } catch {
+                logger.warning("could not forget confirmed delivery events", metadata: ["error": "\(error)"])
+                return
+            }
+            if done.count < window.count { return }  // the connection failed: the rest go on the next one
         }
     }
 

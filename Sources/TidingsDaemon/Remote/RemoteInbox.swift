@@ -33,6 +33,7 @@ final class RemoteInbox: Sendable {
                 CREATE INDEX IF NOT EXISTS push_unprocessed ON push(processed, received_at);
                 CREATE INDEX IF NOT EXISTS push_identifier ON push(bundle, identifier);
                 CREATE TABLE IF NOT EXISTS pending_removal (bundle TEXT PRIMARY KEY NOT NULL);
+                CREATE TABLE IF NOT EXISTS pending_event (apns_id TEXT NOT NULL, event TEXT NOT NULL, UNIQUE (apns_id, event));
                 """)
         }
     }
@@ -110,6 +111,57 @@ final class RemoteInbox: Sendable {
     func prune(before date: Date) throws {
         try queue.write { db in
             try db.execute(sql: "DELETE FROM push WHERE processed = 1 AND received_at < ?", arguments: [Int64(date.timeIntervalSince1970 * 1000)])
+        }
+    }
+
+    /// At most this many delivery events wait for the gateway; past it the oldest are dropped
+    /// (delivery inspection only; a gateway away that long has pushes expire too).
+    static let maximumPendingEvents = 10_000
+
+    /// Keeps a delivery event until the gateway confirms it (`clearEvents`). Committed with
+    /// `synchronous=NORMAL` like `markProcessed`: it survives a `kill -9` of the daemon, not
+    /// necessarily a power failure (then that event is not reported).
+    func addPendingEvent(_ event: String, apnsID: String) throws {
+        try withoutSync { db in
+            try db.inTransaction {
+                try db.execute(sql: "INSERT OR IGNORE INTO pending_event (apns_id, event) VALUES (?, ?)", arguments: [apnsID, event])
+                try db.execute(sql: "DELETE FROM pending_event WHERE rowid <= (SELECT MAX(rowid) FROM pending_event) - ?",
+                               arguments: [Self.maximumPendingEvents])
+                return .commit
+            }
+        }
+    }
+
+    /// The oldest delivery events not yet confirmed by the gateway, at most `limit`.
+    func pendingEvents(limit: Int) throws -> [(event: String, apnsID: String)] {
+        try queue.read { db in
+            try Row.fetchAll(db, sql: "SELECT event, apns_id FROM pending_event ORDER BY rowid LIMIT ?", arguments: [limit]).map {
+                (event: $0[0], apnsID: $0[1])
+            }
+        }
+    }
+
+    /// Forgets delivery events the gateway confirmed.
+    func clearEvents(_ events: [(event: String, apnsID: String)]) throws {
+        guard !events.isEmpty else { return }
+        try withoutSync { db in
+            try db.inTransaction {
+                for e in events {
+                    try db.execute(sql: "DELETE FROM pending_event WHERE apns_id = ? AND event = ?", arguments: [e.apnsID, e.event])
+                }
+                return .commit
+            }
+        }
+    }
+
+    /// `body` with `synchronous=NORMAL` (no fsync), the connection back at FULL before this
+    /// returns, or it throws.
+    private func withoutSync(_ body: (Database) throws -> Void) throws {
+        try queue.writeWithoutTransaction { db in
+            try db.execute(sql: "PRAGMA synchronous = NORMAL")
+            let result = Result { try body(db) }
+            try db.execute(sql: "PRAGMA synchronous = FULL")
+            try result.get()
         }
     }
 

@@ -320,6 +320,10 @@ public final class SQLiteGatewayStore: GatewayStore {
         }
     }
 
+    public func tokenCount(deviceID: String) throws(GatewayStoreError) -> Int {
+        try read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM gw_tokens WHERE device_id = ?", arguments: [deviceID]) ?? 0 }
+    }
+
     public func unregisterTokens(deviceID: String, bundleID: String, at: EpochMilliseconds) throws(GatewayStoreError) -> [DeviceTokenRecord] {
         try write { db in
             let live = try Row.fetchAll(db, sql: "SELECT * FROM gw_tokens WHERE device_id = ? AND bundle_id = ? AND unregistered_at IS NULL",
@@ -667,21 +671,36 @@ public final class SQLiteGatewayStore: GatewayStore {
     }
 
     public func recordEvent(_ event: DeliveryEvent, apnsID: String, deviceID: String, at: EpochMilliseconds) throws(GatewayStoreError) -> Bool {
-        let column: String
+        guard Self.eventColumn(event) != nil else { return false }
+        return try write { db in try Self.record(event, apnsID: apnsID, deviceID: deviceID, at: at, db) }
+    }
+
+    /// Every event in one transaction (one commit, one sync): what a device reported in a burst.
+    public func recordEvents(_ events: [(event: DeliveryEvent, apnsID: String)], deviceID: String, at: EpochMilliseconds) throws(GatewayStoreError) {
+        guard !events.isEmpty else { return }
+        try write { db in
+            for e in events { _ = try Self.record(e.event, apnsID: e.apnsID, deviceID: deviceID, at: at, db) }
+        }
+    }
+
+    private static func eventColumn(_ event: DeliveryEvent) -> String? {
         switch event {
-        case .presented: column = "presented_at"
-        case .answered: column = "answered_at"
-        default: return false
+        case .presented: "presented_at"
+        case .answered: "answered_at"
+        default: nil
         }
-        return try write { db in
-            guard let device = try Int64.fetchOne(db, sql: "SELECT device_no FROM gw_devices WHERE device_id = ?", arguments: [deviceID]),
-                  let seq = try Int64.fetchOne(db, sql: """
-                    SELECT seq FROM gw_pushes INDEXED BY gw_pushes_device WHERE device_no = ? AND apns_id = ? ORDER BY seq DESC LIMIT 1
-                    """, arguments: [device, apnsID]) else { return false }
-            try db.execute(sql: "UPDATE gw_pushes SET \(column) = COALESCE(\(column), ?), delivered_at = COALESCE(delivered_at, ?) WHERE seq = ?",
-                           arguments: [at, at, seq])
-            return true
-        }
+    }
+
+    /// The first time of a stage is kept (`COALESCE`): recording an event again changes nothing.
+    private static func record(_ event: DeliveryEvent, apnsID: String, deviceID: String, at: EpochMilliseconds, _ db: Database) throws -> Bool {
+        guard let column = eventColumn(event),
+              let device = try Int64.fetchOne(db, sql: "SELECT device_no FROM gw_devices WHERE device_id = ?", arguments: [deviceID]),
+              let seq = try Int64.fetchOne(db, sql: """
+                SELECT seq FROM gw_pushes INDEXED BY gw_pushes_device WHERE device_no = ? AND apns_id = ? ORDER BY seq DESC LIMIT 1
+                """, arguments: [device, apnsID]) else { return false }
+        try db.execute(sql: "UPDATE gw_pushes SET \(column) = COALESCE(\(column), ?), delivered_at = COALESCE(delivered_at, ?) WHERE seq = ?",
+                       arguments: [at, at, seq])
+        return true
     }
 
     public func expirePushes(now: EpochMilliseconds, limit: Int) throws(GatewayStoreError) -> Int {

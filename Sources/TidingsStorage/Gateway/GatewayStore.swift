@@ -26,6 +26,9 @@ public protocol GatewayStore: Sendable {
     func token(_ token: String) throws(GatewayStoreError) -> DeviceTokenRecord?
     /// The live (not unregistered) token of a device for an app and environment.
     func activeToken(deviceID: String, bundleID: String, environment: APNsEnvironment) throws(GatewayStoreError) -> DeviceTokenRecord?
+    /// How many tokens the device was ever issued (live or unregistered): what
+    /// `deviceMaximumTokens` caps.
+    func tokenCount(deviceID: String) throws(GatewayStoreError) -> Int
     /// Kills every token of the device for the app (the app was removed) and discards its
     /// undelivered pushes. Returns the tokens that were killed.
     @discardableResult
@@ -56,6 +59,10 @@ public protocol GatewayStore: Sendable {
     /// delivered to `deviceID`. Returns whether a push matched.
     @discardableResult
     func recordEvent(_ event: DeliveryEvent, apnsID: String, deviceID: String, at: EpochMilliseconds) throws(GatewayStoreError) -> Bool
+    /// Records several events of one device durably (in one transaction where the backend can:
+    /// the device channel records a read burst's events together). Recording an event again
+    /// changes nothing (the first time of each stage is kept).
+    func recordEvents(_ events: [(event: DeliveryEvent, apnsID: String)], deviceID: String, at: EpochMilliseconds) throws(GatewayStoreError)
     /// Marks up to `limit` undelivered pushes whose expiration passed as discarded; returns
     /// how many (callers repeat while it returns `limit`, so no transaction grows unbounded).
     @discardableResult
@@ -65,4 +72,11 @@ public protocol GatewayStore: Sendable {
     /// never pruned: they leave only by delivery or expiration.
     @discardableResult
     func prunePushes(finishedBefore cutoff: EpochMilliseconds, limit: Int) throws(GatewayStoreError) -> Int
+}
+
+extension GatewayStore {
+    /// One `recordEvent` per event (a backend with transactions records them in one).
+    public func recordEvents(_ events: [(event: DeliveryEvent, apnsID: String)], deviceID: String, at: EpochMilliseconds) throws(GatewayStoreError) {
+        for e in events { try recordEvent(e.event, apnsID: e.apnsID, deviceID: deviceID, at: at) }
+    }
 }

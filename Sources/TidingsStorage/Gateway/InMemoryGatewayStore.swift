@@ -75,6 +75,10 @@ public final class InMemoryGatewayStore: GatewayStore {
 
     public func token(_ token: String) -> DeviceTokenRecord? { state.withLock { $0.tokens[token] } }
 
+    public func tokenCount(deviceID: String) -> Int {
+        state.withLock { s in s.tokens.values.reduce(0) { $0 + ($1.deviceID == deviceID ? 1 : 0) } }
+    }
+
     public func activeToken(deviceID: String, bundleID: String, environment: APNsEnvironment) -> DeviceTokenRecord? {
         state.withLock { s in
             s.tokens.values.first {

@@ -1,0 +1,136 @@
+import Crypto
+import Foundation
+import ServiceLifecycle
+import Testing
+import TidingsCore
+import TidingsDaemon
+import TidingsGateway
+import TidingsStorage
+import TidingsTestSupport
+import TidingsTesting
+
+/// Delivery events (presented, answered) reach the gateway at least once (issue 11 §3): the
+/// daemon keeps each until the gateway confirms it durable, across reconnects and restarts.
+@Suite("Remote delivery events", .serialized)
+struct DeliveryEventTests {
+    static let bundle = "com.example.events"
+
+    /// A gateway on `devicePort` (0: any) over `storage`, with the team key and the app.
+    static func startGateway(directory: URL, devicePort: Int, clock: TestWallClock, storage: GatewayConfiguration.Storage,
+                             teamKey: P256.Signing.PrivateKey) async throws -> GatewayRestartTests.RunningGateway {
+        var configuration = GatewayConfiguration.forTests(dataDirectory: directory, devicePort: devicePort, clock: clock)
+        configuration.storage = storage
+        let gateway = try buildGateway(configuration)
+        let group = ServiceGroup(configuration: .init(services: [gateway], logger: configuration.logger))
+        let task = Task { try await group.run() }
+        let running = GatewayRestartTests.RunningGateway(gateway: gateway, group: group, task: task, addresses: try await gateway.waitUntilReady())
+        let now = EpochMilliseconds(clock.now.timeIntervalSince1970 * 1000)
+        if try gateway.store.key(id: "KEY1234567") == nil {
+            try gateway.store.addKey(ProviderKeyRecord(keyID: "KEY1234567", teamID: "TEAM123456", publicKey: teamKey.publicKey.x963Representation,
+                                                       environment: nil, createdAt: now))
+        }
+        try await gateway.register(app: GatewayAppRecord(bundleID: bundle, teamID: "TEAM123456", storagePolicy: .all, createdAt: now))
+        return running
+    }
+
+    static func push(_ gateway: GatewayRestartTests.RunningGateway, token: [UInt8], apnsID: String, key: P256.Signing.PrivateKey,
+                     clock: TestWallClock) async throws -> Int {
+        var configuration = APNsClientConfiguration(host: "127.0.0.1", port: gateway.addresses.provider.port!,
+                                                    trustRootPaths: [gateway.addresses.certificatePath!])
+        configuration.authority = "127.0.0.1"
+        let connection = try await APNsConnection.connect(configuration)
+        defer { Task { await connection.close() } }
+        let bearer = "bearer " + (try ProviderToken.sign(keyID: "KEY1234567", teamID: "TEAM123456", issuedAt: Int64(clock.now.timeIntervalSince1970), key: key))
+        let response = try await connection.send(APNsRequest(deviceToken: DeviceToken(bytes: token).hex,
+                                                             headers: [("authorization", bearer), ("apns-topic", bundle), ("apns-id", apnsID)],
+                                                             body: Array(#"{"aps":{"alert":"hi"}}"#.utf8)))
+        return response.status
+    }
+
+    static func startLink(_ system: NotificationTestSystem, port: Int, certificate: String, clock: TestWallClock) async throws -> (GatewayLink, Task<Void, Never>) {
+        var configuration = GatewayLinkConfiguration(host: "127.0.0.1", port: port, trustRootPaths: [certificate])
+        configuration.initialBackoff = .milliseconds(20)
+        configuration.maximumBackoff = .milliseconds(100)
+        let link = try GatewayLink(configuration: configuration, dataDirectory: system.directory.path, engine: system.engine, clock: clock)
+        await system.engine.setRemote(link: link)
+        return (link, Task { await link.run() })
+    }
+
+    /// The person answers a notification while the gateway is down, and the daemon restarts
+    /// before the gateway is back: the event was kept in the daemon's inbox and reaches the
+    /// gateway on the new daemon's first connection (before: kept in memory, lost).
+    @Test func eventReportedWhileTheGatewayIsDownSurvivesADaemonRestart() async throws {
+        let clock = TestWallClock(now: Date())
+        let system = try await NotificationTestSystem.start(storage: .sqlite, clock: clock)
+        defer { Task { await system.shutdown() } }
+        let gatewayDir = system.directory.appendingPathComponent("gateway")
+        let teamKey = P256.Signing.PrivateKey()
+        let gateway = try await Self.startGateway(directory: gatewayDir, devicePort: 0, clock: clock, storage: .sqlite, teamKey: teamKey)
+        let devicePort = gateway.addresses.device.port!
+        let certificate = gateway.addresses.certificatePath!
+        try await system.install(Self.bundle)
+        _ = try await system.center(for: Self.bundle).requestAuthorization(options: [.alert])
+
+        let (link, task) = try await Self.startLink(system, port: devicePort, certificate: certificate, clock: clock)
+        #expect(await eventually { await link.isConnected })
+        let token = try await link.deviceToken(for: Self.bundle)
+        let apnsID = "00000000-0000-4000-8000-0000000e0001"
+        #expect(try await Self.push(gateway, token: token, apnsID: apnsID, key: teamKey, clock: clock) == 200)
+        #expect(await eventually { system.presenter.presentedIdentifiers.contains(apnsID) })
+        #expect(await eventually { (try? await gateway.gateway.status(apnsID: apnsID).first?.presentedAt) != nil },
+                "presented, confirmed while connected")
+
+        await gateway.stop()
+        #expect(await eventually { await !link.isConnected })
+        await link.answered(bundleIdentifier: Self.bundle, requestIdentifier: apnsID)
+        task.cancel()
+        await task.value
+
+        let (restarted, restartedTask) = try await Self.startLink(system, port: devicePort, certificate: certificate, clock: clock)
+        let back = try await Self.startGateway(directory: gatewayDir, devicePort: devicePort, clock: clock, storage: .sqlite, teamKey: teamKey)
+        #expect(await eventually { await restarted.isConnected })
+        #expect(await eventually { (try? await back.gateway.status(apnsID: apnsID).first?.answeredAt) != nil },
+                "the answer reported while the gateway was down arrived after the daemon restarted")
+        restartedTask.cancel()
+        await restartedTask.value
+        await back.stop()
+    }
+
+    /// The gateway received the event but could not make it durable (as if killed before its
+    /// commit): not confirmed, so the daemon sends it again on the next connection.
+    @Test func eventNotMadeDurableIsSentAgainAfterReconnecting() async throws {
+        let clock = TestWallClock(now: Date())
+        let system = try await NotificationTestSystem.start(storage: .sqlite, clock: clock)
+        defer { Task { await system.shutdown() } }
+        let gatewayDir = system.directory.appendingPathComponent("gateway")
+        let teamKey = P256.Signing.PrivateKey()
+        let store = GatedGatewayStore()
+        store.release()  // token writes are not held here
+        store.failEvents.store(true, ordering: .relaxed)
+        let gateway = try await Self.startGateway(directory: gatewayDir, devicePort: 0, clock: clock, storage: .custom(store), teamKey: teamKey)
+        let devicePort = gateway.addresses.device.port!
+        try await system.install(Self.bundle)
+        _ = try await system.center(for: Self.bundle).requestAuthorization(options: [.alert])
+        let (link, task) = try await Self.startLink(system, port: devicePort, certificate: gateway.addresses.certificatePath!, clock: clock)
+        #expect(await eventually { await link.isConnected })
+        let token = try await link.deviceToken(for: Self.bundle)
+        let apnsID = "00000000-0000-4000-8000-0000000e0002"
+        #expect(try await Self.push(gateway, token: token, apnsID: apnsID, key: teamKey, clock: clock) == 200)
+        #expect(await eventually { system.presenter.presentedIdentifiers.contains(apnsID) })
+        #expect(await eventually { (try? await gateway.gateway.status(apnsID: apnsID).first?.deliveredAt) != nil })
+        #expect(await eventually { store.eventWrites.load(ordering: .relaxed) > 0 }, "the event reached the gateway while connected")
+        #expect(try await gateway.gateway.status(apnsID: apnsID).first?.presentedAt == nil, "the event's write failed")
+
+        // The gateway comes back (same store) and records events again.
+        await gateway.stop()
+        #expect(await eventually { await !link.isConnected })
+        store.failEvents.store(false, ordering: .relaxed)
+        let back = try await Self.startGateway(directory: gatewayDir, devicePort: devicePort, clock: clock, storage: .custom(store), teamKey: teamKey)
+        #expect(await eventually { await link.isConnected })
+        #expect(await eventually { (try? await back.gateway.status(apnsID: apnsID).first?.presentedAt) != nil },
+                "the unconfirmed event was sent again")
+        task.cancel()
+        await task.value
+        await back.stop()
+    }
+}
