@@ -89,6 +89,16 @@ public struct GatewayConfiguration: Sendable {
     public var eventLoopThreads: Int = 0
     public var clock: any WallClock = SystemWallClock()
     public var logger: Logger = Logger(label: "tidings.gateway")
+    /// A provider connection that has not authenticated a request (no valid provider token)
+    /// this long after it was accepted gets GOAWAY `{"reason":"IdleTimeout"}` and is closed.
+    public var providerAuthenticationTimeout: Duration = .seconds(60)
+    /// An authenticated provider connection stays open while idle (providers keep them for
+    /// hours, as at Apple); after this long without a frame from the client the gateway sends
+    /// a PING.
+    public var providerPingInterval: Duration = .seconds(300)
+    /// A PING not acknowledged this long after it was sent: GOAWAY `{"reason":"IdleTimeout"}`
+    /// and the connection is closed (the peer is gone).
+    public var providerPingTimeout: Duration = .seconds(30)
 
     public init(dataDirectory: URL) {
         self.dataDirectory = dataDirectory
