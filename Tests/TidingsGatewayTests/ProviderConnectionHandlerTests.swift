@@ -40,6 +40,7 @@ struct ProviderConnectionHandlerTests {
             try core.directory.preload()
             handler = ProviderConnectionHandler(core: core)
             channel = EmbeddedChannel(handler: handler, loop: loop)
+            try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 2197)).wait()
         }
 
         var bearer: String {

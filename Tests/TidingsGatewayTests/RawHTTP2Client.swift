@@ -69,9 +69,7 @@ final class RawHTTP2Client: Sendable {
                 channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(recorder) }
             }
             .connect(host: "127.0.0.1", port: port).get()
-        let client = RawHTTP2Client(channel: channel, recorder: recorder)
-        try await client.send(Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8) + frame(type: 0x4, flags: 0, streamID: 0, payload: []))
-        return client
+        return RawHTTP2Client(channel: channel, recorder: recorder)
     }
 
     var received: Received { recorder.state.withLock { $0 } }
@@ -143,6 +141,14 @@ final class RawHTTP2Client: Sendable {
         var decoder = HPACKDecoder(allocator: ByteBufferAllocator())
 
         init(acknowledgesSettings: Bool) { self.acknowledgesSettings = acknowledgesSettings }
+
+        /// The preface goes first, before any SETTINGS ACK (the gateway's SETTINGS may arrive
+        /// before the client has written anything).
+        func channelActive(context: ChannelHandlerContext) {
+            let preface = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8) + RawHTTP2Client.frame(type: 0x4, flags: 0, streamID: 0, payload: [])
+            context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(bytes: preface)), promise: nil)
+            context.fireChannelActive()
+        }
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
             pending += unwrapInboundIn(data).readableBytesView
