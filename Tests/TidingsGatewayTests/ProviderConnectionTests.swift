@@ -71,6 +71,31 @@ struct ProviderConnectionTests {
         await s.stop()
     }
 
+    /// A stream reset while its device token is looked up in the store (a token the gateway
+    /// has not cached): the request is abandoned, nothing is answered on it, and the
+    /// connection goes on.
+    @Test(.timeLimit(.minutes(1))) func aStreamResetDuringItsLookupIsAbandoned() async throws {
+        let s = try await Self.setUp()
+        let unknown = String(repeating: "cd", count: 32)
+        var bytes: [UInt8] = []
+        for id in stride(from: UInt32(3), through: 41, by: 2) {
+            bytes += s.client.push(id, token: unknown, authorization: s.auth) + RawHTTP2Client.reset(id)
+        }
+        bytes += s.client.push(43, token: s.token, authorization: s.auth)
+        try await s.client.send(bytes)
+        var r = await s.client.wait { $0.statuses[43] != nil || $0.closed }
+        #expect(r.statuses[43] == "200")
+        try await s.client.send(s.client.push(45, token: s.token, authorization: s.auth))
+        r = await s.client.wait { $0.statuses[45] != nil || $0.closed }
+        #expect(!r.closed && r.goAways.isEmpty)
+        #expect(r.statuses[45] == "200")
+        // Stream 3 went to the store and was reset meanwhile: no answer. (Later ones may have
+        // been answered from the cache's memory of the miss before their reset arrived.)
+        #expect(r.frames.filter { $0.streamID == 3 }.isEmpty, "no answer on a reset stream")
+        #expect(r.frames.filter { $0.streamID > 3 && $0.streamID <= 41 }.allSatisfy { $0.type != 0x1 || $0.field(":status") == "400" })
+        await s.stop()
+    }
+
     /// Issue 12 § 1 (APNSwift through AsyncHTTPClient): RST_STREAM(CANCEL) after every finished
     /// stream, far past NIOHTTP2's 200 resets in 30 s: resets of closed streams are no attack
     /// (RFC 9113 § 5.1) and every push succeeds on the one connection.
