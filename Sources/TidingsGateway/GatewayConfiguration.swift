@@ -123,6 +123,16 @@ public struct GatewayConfiguration: Sendable {
     /// Delivery events of one connection waiting to be recorded, at most; past it an event is
     /// refused (`TooManyRequests`; the device sends it again later), not queued.
     public var deviceMaximumPendingEvents: Int = 1_024
+    /// A provider connection that has not authenticated a request (no valid provider token)
+    /// this long after it was accepted gets GOAWAY `{"reason":"IdleTimeout"}` and is closed.
+    public var providerAuthenticationTimeout: Duration = .seconds(60)
+    /// An authenticated provider connection stays open while idle (providers keep them for
+    /// hours, as at Apple); after this long without a frame from the client the gateway sends
+    /// a PING.
+    public var providerPingInterval: Duration = .seconds(300)
+    /// A PING not acknowledged this long after it was sent: GOAWAY `{"reason":"IdleTimeout"}`
+    /// and the connection is closed (the peer is gone).
+    public var providerPingTimeout: Duration = .seconds(30)
 
     public init(dataDirectory: URL) {
         self.dataDirectory = dataDirectory

@@ -1,4 +1,5 @@
 import NIOCore
+import NIOHTTP2
 
 /// Between `NIOHTTP2Handler` and TLS on provider connections: the bytes written between two
 /// flushes go down as one buffer.
@@ -13,6 +14,13 @@ import NIOCore
 /// Buffers of `passThroughSize` bytes or more (large DATA payloads) are not copied: what is
 /// pending goes first, then the buffer itself, in order. Promises complete when the combined
 /// write does.
+///
+/// It also gives every GOAWAY frame that leaves the connection the `last_stream_id` of the
+/// highest stream the gateway took (`ProviderStreamRegistry`): NIOHTTP2 writes its own GOAWAY on
+/// a connection error with 2^31−1 ("maybe all of them"), and with 0 when its flood heuristics
+/// fire ("none"), both untrue once streams were answered, and a client that trusts either
+/// would lose or resend pushes that were stored. The frames are walked by their 9-byte headers
+/// (NIOHTTP2 writes each frame as one buffer, a DATA frame's payload as a second one).
 final class OutboundCoalescingHandler: ChannelOutboundHandler {
     typealias OutboundIn = IOData
     typealias OutboundOut = IOData
@@ -24,10 +32,20 @@ final class OutboundCoalescingHandler: ChannelOutboundHandler {
 
     private var buffer: ByteBuffer?
     private var promise: EventLoopPromise<Void>?
+    /// The provider handler, asked for the last stream taken when a GOAWAY goes out.
+    weak var streams: (any ProviderStreamRegistry)?
+    /// Bytes of the current frame still to come in later writes (a DATA frame's payload).
+    private var frameRemainder = 0
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         switch unwrapOutboundIn(data) {
-        case .byteBuffer(var bytes) where bytes.readableBytes < Self.passThroughSize:
+        case .byteBuffer(var bytes):
+            fixGoAways(&bytes)
+            guard bytes.readableBytes < Self.passThroughSize else {
+                emitPending(context: context)
+                context.write(wrapOutboundOut(.byteBuffer(bytes)), promise: promise)
+                return
+            }
             if buffer == nil || buffer!.capacity > Self.retainedCapacity {
                 buffer = context.channel.allocator.buffer(capacity: 2048)
             } else if buffer!.readableBytes == 0 {
@@ -37,9 +55,10 @@ final class OutboundCoalescingHandler: ChannelOutboundHandler {
             }
             buffer!.writeBuffer(&bytes)
             add(promise)
-        case let other:
+        case .fileRegion(let region):
+            frameRemainder -= min(frameRemainder, region.readableBytes)
             emitPending(context: context)
-            context.write(wrapOutboundOut(other), promise: promise)
+            context.write(wrapOutboundOut(.fileRegion(region)), promise: promise)
         }
     }
 
@@ -60,6 +79,32 @@ final class OutboundCoalescingHandler: ChannelOutboundHandler {
             pending.fail(ChannelError.ioOnClosedChannel)
         }
         buffer = nil
+    }
+
+    /// Walks the frames that start in `bytes`; a complete GOAWAY gets the last stream taken.
+    private func fixGoAways(_ bytes: inout ByteBuffer) {
+        let count = bytes.readableBytes
+        if frameRemainder >= count {
+            frameRemainder -= count
+            return
+        }
+        var offset = frameRemainder
+        frameRemainder = 0
+        let base = bytes.readerIndex
+        while count - offset >= 9 {
+            let length = Int(bytes.getInteger(at: base + offset, as: UInt32.self)! >> 8)
+            let end = offset + 9 + length
+            if bytes.getInteger(at: base + offset + 3, as: UInt8.self)! == 0x7, length >= 8, end <= count, let streams {
+                let lastStreamID = UInt32(Int(streams.lastProcessedStreamID))
+                let at = base + offset + 9
+                if bytes.getInteger(at: at, as: UInt32.self)! != lastStreamID { bytes.setInteger(lastStreamID, at: at) }
+            }
+            if end > count {
+                frameRemainder = end - count
+                return
+            }
+            offset = end
+        }
     }
 
     private func add(_ next: EventLoopPromise<Void>?) {

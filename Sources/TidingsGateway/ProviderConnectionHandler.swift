@@ -15,53 +15,9 @@ import TidingsStorage
 /// → per-device rate limit → group commit → `200` once durable. Responses follow §3.7 of the
 /// reference: success is one HEADERS frame with END_STREAM; an error is HEADERS then one
 /// DATA frame with the JSON body and END_STREAM.
-final class ProviderConnectionHandler: ChannelInboundHandler {
+final class ProviderConnectionHandler: ChannelInboundHandler, ProviderStreamRegistry {
     typealias InboundIn = HTTP2Frame
     typealias OutboundOut = HTTP2Frame
-
-    private struct StreamState {
-        var head: Result<ProviderRequestHead, ProviderRequestError>
-        /// The largest body kept (the push type's limit; 0 after a header error).
-        let bodyLimit: Int
-        /// The `content-length` announced, which the body must match (`HTTP2HeaderBlockRules`).
-        let contentLength: Int?
-        var body: ByteBuffer?
-        var bodyBytes = 0
-        /// Flow-controlled bytes received on the stream and not yet given back.
-        var unacknowledged = 0
-        /// When the headers came (the gateway's clock): `IdleTimeout` counts from here.
-        let openedAt: EpochMilliseconds
-
-        init(head: Result<ProviderRequestHead, ProviderRequestError>, contentLength: Int?, openedAt: EpochMilliseconds) {
-            self.head = head
-            self.contentLength = contentLength
-            self.openedAt = openedAt
-            if case .success(let h) = head { bodyLimit = h.maximumPayloadSize } else { bodyLimit = 0 }
-        }
-
-        /// One DATA frame: the body grows (up to the push type's limit; beyond it only the
-        /// count, for `PayloadTooLarge`); `windowUpdate` is set when the stream's credit is due.
-        /// Returns false when the body has outgrown its `content-length` (a value either way, so
-        /// that optional chaining on the dictionary tells a known stream).
-        mutating func received(_ payload: HTTP2Frame.FramePayload.Data, flowControlled: Int, windowUpdateThreshold: Int,
-                               windowUpdate: inout Int) -> Bool {
-            if !payload.endStream {
-                unacknowledged += flowControlled
-                if unacknowledged >= windowUpdateThreshold {
-                    windowUpdate = unacknowledged
-                    unacknowledged = 0
-                }
-            }
-            if case .byteBuffer(var chunk) = payload.data, chunk.readableBytes > 0 {
-                bodyBytes += chunk.readableBytes
-                if bodyBytes <= bodyLimit {
-                    if body == nil { body = chunk } else { body!.writeBuffer(&chunk) }
-                }
-            }
-            if let contentLength, bodyBytes > contentLength { return false }
-            return true
-        }
-    }
 
     /// Without child channels nobody else returns flow-control credit: the handler sends
     /// WINDOW_UPDATE for the connection (and for a stream whose body goes on) once half a
@@ -71,12 +27,13 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
 
     private let core: GatewayCore
     private var auth: ProviderAuthenticationStateMachine
-    private var streams: [HTTP2StreamID: StreamState] = [:]
-    private var inFlight = 0
+    /// The streams' life (receiving, processing, cancelled), authentication, shutdown and
+    /// liveness: this handler executes what it decides.
+    private var machine: ProviderConnectionStateMachine
     private var needsFlush = false
-    private var raisedStreamLimit = false
-    private var shuttingDown = false
-    private var highestStreamID: HTTP2StreamID = .rootStream
+    /// Set while this handler writes a response: an error NIOHTTP2 raises for that write (the
+    /// stream was closed under it, e.g. by NIOHTTP2's own stream error) concerns that stream only.
+    private var writingResponse = false
     private var context: ChannelHandlerContext?
     private var logger: Logger
     /// The logger's level read once (reading `logLevel` copies the log handler per request).
@@ -86,6 +43,9 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
     /// response indexes its field once, later ones refer to the name by index instead of
     /// Huffman-encoding it again (their unique values stay unindexed).
     private var apnsIDNameIndexed = false
+    private var apnsUniqueIDNameIndexed = false
+    /// Development answers a 200 with `apns-unique-id`, as Apple does (not production).
+    private let sendsUniqueID: Bool
 
     /// The handler in front of NIOHTTP2 that hands a repeated provider token over as plain
     /// text once it has learned it from a decoded request (none in unit tests).
@@ -97,6 +57,8 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
         self.repeatedAuthorization = repeatedAuthorization
         self.certificateVerifier = certificateVerifier
         self.auth = ProviderAuthenticationStateMachine(configuration: .init(environment: core.configuration.environment))
+        self.machine = ProviderConnectionStateMachine(configuration: .init(core.configuration), now: core.clock.nowMilliseconds())
+        self.sendsUniqueID = core.configuration.environment == .development
         self.logger = core.logger
         logger[metadataKey: "channel"] = "provider"
         logsTrace = logger.logLevel <= .trace
@@ -125,10 +87,14 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
         sink = ProviderCommitSink(handler: NIOLoopBound(self, eventLoop: context.eventLoop), eventLoop: context.eventLoop)
+        // The handlers below NIOHTTP2 ask about streams: which are closed (resets of those do
+        // not count as an attack), and the last one taken (every GOAWAY's last_stream_id).
+        repeatedAuthorization?.streams = self
+        (try? context.pipeline.syncOperations.handler(type: OutboundCoalescingHandler.self))?.streams = self
         let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
         let interval = core.configuration.providerIdleCheckInterval
         idleCheck = context.eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { _ in
-            handler.value.timeOutStalledRequests()
+            handler.value.tick()
         }
     }
     func handlerRemoved(context: ChannelHandlerContext) {
@@ -140,21 +106,22 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
 
     private var idleCheck: RepeatedTask?
 
-    /// Requests whose stream did not end within `providerRequestTimeout` of their headers (the
-    /// body never came): `400 IdleTimeout`, then `RST_STREAM(NO_ERROR)` so that the client stops
-    /// sending it (RFC 9113 § 8.1) and the stream no longer counts against the limit.
-    private func timeOutStalledRequests() {
-        guard !streams.isEmpty, let context else { return }
-        let cutoff = core.clock.nowMilliseconds() - core.configuration.providerRequestTimeout.milliseconds
-        let stalled = streams.filter { $0.value.openedAt <= cutoff }
-        guard !stalled.isEmpty else { return }
-        for (streamID, stream) in stalled.sorted(by: { $0.key < $1.key }) {
-            streams[streamID] = nil
-            let apnsID: String
-            switch stream.head {
-            case .success(let head): apnsID = head.apnsID.rawValue
-            case .failure(let failure): apnsID = failure.apnsIDEcho
-            }
+    // MARK: ProviderStreamRegistry
+
+    var lastProcessedStreamID: HTTP2StreamID { machine.highestStreamID }
+    func isClosedStream(_ streamID: HTTP2StreamID) -> Bool { machine.isClosedStream(streamID) }
+
+    // MARK: Time
+
+    /// Every `providerIdleCheckInterval`: requests whose stream did not end within
+    /// `providerRequestTimeout` of their headers (the body never came) are answered `400
+    /// IdleTimeout`, then `RST_STREAM(NO_ERROR)` so that the client stops sending it (RFC 9113
+    /// § 8.1) and the stream no longer counts against the limit; then the connection's
+    /// liveness (authentication deadline, PING).
+    private func tick() {
+        guard let context else { return }
+        let actions = machine.tick(now: core.clock.nowMilliseconds())
+        for (streamID, apnsID) in actions.stalled {
             // The reset follows the response's DATA frame once that was written: NIOHTTP2 holds
             // DATA for flow control and would drop it, sent before, at the reset.
             let written = context.eventLoop.makePromise(of: Void.self)
@@ -166,14 +133,30 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
                                           promise: nil)
             }
         }
+        switch actions.liveness {
+        case .fine:
+            break
+        case .ping(let payload):
+            context.write(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .ping(HTTP2PingData(withInteger: payload), ack: false))),
+                          promise: nil)
+            needsFlush = true
+        case .authenticationTimedOut(let lastStreamID):
+            logger.debug("provider connection not authenticated in time")
+            writeGoAway(lastStreamID: lastStreamID, reason: .idleTimeout, context: context)
+        case .pingTimedOut(let lastStreamID):
+            logger.debug("provider connection did not answer PING")
+            writeGoAway(lastStreamID: lastStreamID, reason: .idleTimeout, context: context)
+            context.close(promise: nil)
+            return
+        }
         flushIfNeeded()
         closeIfDrained()
     }
 
     /// The outcomes of one commit for this connection (`PushCommitter`).
     fileprivate func committed(_ outcomes: [PushCommitOutcome]) {
-        inFlight -= outcomes.count
         for outcome in outcomes {
+            guard machine.answer(outcome.streamID) == .send else { continue }  // the client reset it
             if outcome.committed {
                 respondOK(outcome.streamID, apnsID: outcome.apnsID)
             } else {
@@ -199,12 +182,12 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
         let frame = unwrapInboundIn(data)
         switch frame.payload {
         case .headers(let headers):
-            if streams[frame.streamID] != nil {
+            if machine.isReceiving(frame.streamID) {
                 // Trailers: the request ends here.
                 var rules = HTTP2HeaderBlockRules(.trailers)
                 for field in headers.headers { rules.add(name: field.name, value: field.value) }
                 guard rules.finish() else { return resetMalformed(frame.streamID, context: context) }
-                if headers.endStream { finish(frame.streamID, context: context) }
+                if headers.endStream { requestEnded(frame.streamID, context: context) }
                 return
             }
             // One pass over the fields: HTTP/2's rules (NIOHTTP2's own validation is off on
@@ -217,11 +200,17 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
             }
             guard rules.finish() else { return resetMalformed(frame.streamID, context: context) }
             repeatedAuthorization?.learn(from: headers.headers, streamID: frame.streamID)
-            if frame.streamID > highestStreamID { highestStreamID = frame.streamID }
-            streams[frame.streamID] = StreamState(head: clientCertificate()?.validate(fields) ?? fields.validate(),
-                                                  contentLength: rules.contentLength,
-                                                  openedAt: core.clock.nowMilliseconds())
-            if headers.endStream { finish(frame.streamID, context: context) }
+            let stream = ProviderRequestStream(head: clientCertificate()?.validate(fields) ?? fields.validate(), contentLength: rules.contentLength,
+                                               openedAt: core.clock.nowMilliseconds())
+            switch machine.streamOpened(frame.streamID, stream) {
+            case .opened:
+                if headers.endStream { requestEnded(frame.streamID, context: context) }
+            case .refused:
+                // A second stream before the first valid token (the one-stream rule holds
+                // whether or not the client applied our SETTINGS).
+                context.write(wrapOutboundOut(HTTP2Frame(streamID: frame.streamID, payload: .rstStream(.refusedStream))), promise: nil)
+                needsFlush = true
+            }
         case .data(let payload):
             let flowControlled = payload.data.readableBytes + (payload.paddingBytes.map { $0 + 1 } ?? 0)
             connectionUnacknowledged += flowControlled
@@ -230,21 +219,24 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
                 connectionUnacknowledged = 0
                 needsFlush = true
             }
-            // The stream's state is changed in place (a copy out of the dictionary and back
-            // retained and released every string of the request's head per DATA frame).
-            var windowUpdate = 0
-            let withinLength: Bool? = streams[frame.streamID]?.received(payload, flowControlled: flowControlled,
-                                                                        windowUpdateThreshold: Self.windowUpdateThreshold,
-                                                                        windowUpdate: &windowUpdate)
-            guard let withinLength else { return }
-            guard withinLength else { return resetMalformed(frame.streamID, context: context) }
-            if windowUpdate > 0 {
-                context.write(wrapOutboundOut(HTTP2Frame(streamID: frame.streamID, payload: .windowUpdate(windowSizeIncrement: windowUpdate))), promise: nil)
-                needsFlush = true
+            switch machine.receivedData(frame.streamID, payload, flowControlled: flowControlled,
+                                        windowUpdateThreshold: Self.windowUpdateThreshold) {
+            case .unknownStream:
+                return
+            case .malformed:
+                return resetMalformed(frame.streamID, context: context)
+            case .received(let windowUpdate):
+                if windowUpdate > 0 {
+                    context.write(wrapOutboundOut(HTTP2Frame(streamID: frame.streamID, payload: .windowUpdate(windowSizeIncrement: windowUpdate))), promise: nil)
+                    needsFlush = true
+                }
+                if payload.endStream { requestEnded(frame.streamID, context: context) }
             }
-            if payload.endStream { finish(frame.streamID, context: context) }
         case .rstStream:
-            streams[frame.streamID] = nil
+            machine.streamReset(frame.streamID)
+            closeIfDrained()
+        case .ping(let data, ack: true):
+            machine.receivedPingAck(data.integer)
         default:
             // SETTINGS, PING, WINDOW_UPDATE, PRIORITY (ignored, as APNs does), GOAWAY: NIOHTTP2Handler
             // has done what they require.
@@ -253,6 +245,7 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
+        machine.receivedBytes()
         flushIfNeeded()
         context.fireChannelReadComplete()
     }
@@ -260,7 +253,7 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
     /// A malformed header block (RFC 9113 § 8.1.1): the stream is reset with `PROTOCOL_ERROR`,
     /// as NIOHTTP2 does when its own validation is on.
     private func resetMalformed(_ streamID: HTTP2StreamID, context: ChannelHandlerContext) {
-        streams[streamID] = nil
+        machine.streamMalformed(streamID)
         context.write(wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .rstStream(.protocolError))), promise: nil)
         needsFlush = true
         closeIfDrained()
@@ -275,6 +268,10 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         logger.debug("provider connection error", metadata: ["error": "\(error)"])
         if error is NIOHTTP2Errors.StreamError { return }
+        // A response to a stream NIOHTTP2 has already closed (its own stream error, a reset
+        // this handler had not seen): that answer is lost, the connection and its other
+        // streams are not. NIOHTTP2 wrote nothing for it.
+        if writingResponse, error is NIOHTTP2Errors.NoSuchStream { return }
         context.close(promise: nil)
     }
 
@@ -284,39 +281,44 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
     /// through the pipeline: NIOHTTP2 fires two user events per stream (created, closed), and
     /// each was type-checked here on its way past, ≈ 1 % of the gateway's CPU.
     func beginShutdown() {
-        guard !shuttingDown, let context else { return }
-        shuttingDown = true
-        var body = context.channel.allocator.buffer(capacity: 32)
-        body.writeString(APNsError(.shutdown).jsonBody)
-        let goAway = HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: highestStreamID, errorCode: .noError, opaqueData: body))
-        context.writeAndFlush(wrapOutboundOut(goAway), promise: nil)
+        guard let context, let lastStreamID = machine.beginShutdown() else { return }
+        writeGoAway(lastStreamID: lastStreamID, reason: .shutdown, context: context)
         closeIfDrained()
     }
 
+    /// GOAWAY(NO_ERROR) with `{"reason":…}` as Apple sends it.
+    private func writeGoAway(lastStreamID: HTTP2StreamID, reason: APNsReason, context: ChannelHandlerContext) {
+        var body = context.channel.allocator.buffer(capacity: 32)
+        body.writeString(APNsError(reason).jsonBody)
+        let goAway = HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: lastStreamID, errorCode: .noError, opaqueData: body))
+        context.writeAndFlush(wrapOutboundOut(goAway), promise: nil)
+    }
+
     private func closeIfDrained() {
-        guard shuttingDown, inFlight == 0, streams.isEmpty, let context else { return }
+        guard let context, machine.closeIfDrained() else { return }
         context.close(promise: nil)
     }
 
     // MARK: Requests
 
-    private func finish(_ streamID: HTTP2StreamID, context: ChannelHandlerContext) {
-        guard let stream = streams.removeValue(forKey: streamID) else { return }
-        if let contentLength = stream.contentLength, stream.bodyBytes != contentLength {
-            return resetMalformed(streamID, context: context)
-        }
-        switch stream.head {
-        case .failure(let failure):
+    private func requestEnded(_ streamID: HTTP2StreamID, context: ChannelHandlerContext) {
+        switch machine.requestEnded(streamID) {
+        case .none:
+            return
+        case .malformed:
+            context.write(wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .rstStream(.protocolError))), promise: nil)
+            needsFlush = true
+            closeIfDrained()
+        case .reject(let failure):
             respond(streamID, apnsID: failure.apnsIDEcho, error: failure.error)
-        case .success(let head):
-            inFlight += 1
-            process(streamID, head: head, body: stream.body, bodyBytes: stream.bodyBytes)
+        case .process(let head, let body, let bodyBytes):
+            process(streamID, head: head, body: body, bodyBytes: bodyBytes)
         }
     }
 
     /// Runs the request checks; a cache miss goes to the store off the loop and comes back here.
     private func process(_ streamID: HTTP2StreamID, head: ProviderRequestHead, body: ByteBuffer?, bodyBytes: Int) {
-        guard let context else { inFlight -= 1; return }
+        guard let context else { return }
         let now = core.clock.nowMilliseconds()
         let directory = core.directory
 
@@ -341,8 +343,7 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
             }
             return fail(streamID, head: head, error: error)
         }
-        if !raisedStreamLimit {
-            raisedStreamLimit = true
+        if machine.authenticated() {
             if core.configuration.authenticatedStreamLimit != core.configuration.unauthenticatedStreamLimit {
                 let settings = HTTP2Frame(streamID: .rootStream, payload: .settings(.settings([
                     HTTP2Setting(parameter: .maxConcurrentStreams, value: core.configuration.authenticatedStreamLimit),
@@ -351,6 +352,8 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
                 needsFlush = true
             }
         }
+
+        // The topic's team.
         let app: GatewayAppRecord
         switch directory.cachedApp(head.bundleID, now: now) {
         case .hit(let a): app = a
@@ -404,18 +407,22 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
         }
     }
 
+    /// A cache miss: the store is asked off the loop, then the request is processed again,
+    /// unless the client reset its stream meanwhile (then nothing was committed, and nothing is).
     private func retryAfter(_ streamID: HTTP2StreamID, head: ProviderRequestHead, body: ByteBuffer?, bodyBytes: Int,
                             context: ChannelHandlerContext, load: @escaping @Sendable () throws -> some Sendable) {
         let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
         let body = body.map { NIOLoopBound($0, eventLoop: context.eventLoop) }
         core.blocking(on: context.eventLoop) { _ = try load() }.whenComplete { result in
             let handler = bound.value
-            switch result {
-            case .success:
-                handler.process(streamID, head: head, body: body?.value, bodyBytes: bodyBytes)
-            case .failure(let error):
-                handler.logger.error("store lookup failed", metadata: ["error": "\(error)"])
-                handler.fail(streamID, head: head, error: APNsError(.internalServerError))
+            if handler.machine.lookupCompleted(streamID) {
+                switch result {
+                case .success:
+                    handler.process(streamID, head: head, body: body?.value, bodyBytes: bodyBytes)
+                case .failure(let error):
+                    handler.logger.error("store lookup failed", metadata: ["error": "\(error)"])
+                    handler.fail(streamID, head: head, error: APNsError(.internalServerError))
+                }
             }
             handler.flushIfNeeded()
             handler.closeIfDrained()
@@ -423,7 +430,7 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
     }
 
     private func fail(_ streamID: HTTP2StreamID, head: ProviderRequestHead, error: APNsError) {
-        inFlight -= 1
+        guard machine.answer(streamID) == .send else { return }  // the client reset it
         respond(streamID, apnsID: head.apnsID.rawValue, error: error)
         if logsDebug {
             logger.debug("push rejected", metadata: ["push.apns_id": "\(head.apnsID)", "push.topic": "\(head.topic)",
@@ -433,20 +440,26 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
 
     /// The apns-id is unique per response: not worth a place in either side's HPACK dynamic
     /// table (inserting every one evicted an older one on every response), except once, so
-    /// that its name is there.
-    private func apnsIDIndexing() -> HPACKIndexing {
-        if apnsIDNameIndexed { return .nonIndexable }
-        apnsIDNameIndexed = true
+    /// that its name is there. The same for `apns-unique-id`.
+    private static func indexing(_ nameIndexed: inout Bool) -> HPACKIndexing {
+        if nameIndexed { return .nonIndexable }
+        nameIndexed = true
         return .indexable
     }
 
     private func respondOK(_ streamID: HTTP2StreamID, apnsID: String) {
         guard let context else { return }
         var headers = HPACKHeaders()
-        headers.reserveCapacity(2)
+        headers.reserveCapacity(3)
         headers.add(name: ":status", value: "200")
-        headers.add(name: "apns-id", value: apnsID, indexing: apnsIDIndexing())
+        headers.add(name: "apns-id", value: apnsID, indexing: Self.indexing(&apnsIDNameIndexed))
+        if sendsUniqueID {
+            // Apple's development environment: a lower-case UUID of its own per notification.
+            headers.add(name: "apns-unique-id", value: APNsID.generate().rawValue, indexing: Self.indexing(&apnsUniqueIDNameIndexed))
+        }
+        writingResponse = true
         context.write(wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers, endStream: true)))), promise: nil)
+        writingResponse = false
         needsFlush = true
     }
 
@@ -454,13 +467,24 @@ final class ProviderConnectionHandler: ChannelInboundHandler {
         guard let context else { return }
         if error.reason != .internalServerError { core.metrics.recordRejected(error.reason.rawValue) }
         var headers: HPACKHeaders = [":status": String(error.status), "content-type": "application/json"]
-        headers.add(name: "apns-id", value: apnsID, indexing: apnsIDIndexing())
+        headers.add(name: "apns-id", value: apnsID, indexing: Self.indexing(&apnsIDNameIndexed))
+        writingResponse = true
         context.write(wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers, endStream: false)))), promise: nil)
         var body = context.channel.allocator.buffer(capacity: 64)
         body.writeString(error.jsonBody)
         context.write(wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .data(.init(data: .byteBuffer(body), endStream: true)))), promise: written)
+        writingResponse = false
         needsFlush = true
     }
+}
+
+/// What the handlers below NIOHTTP2 on a provider connection ask `ProviderConnectionHandler`.
+protocol ProviderStreamRegistry: AnyObject {
+    /// The highest stream the gateway took: every GOAWAY's `last_stream_id`.
+    var lastProcessedStreamID: HTTP2StreamID { get }
+    /// Whether a `RST_STREAM` for this stream would close nothing (it was answered, refused or
+    /// reset already).
+    func isClosedStream(_ streamID: HTTP2StreamID) -> Bool
 }
 
 /// A provider connection as the committer sees it.

@@ -25,6 +25,19 @@ import NIOHTTP2
 /// HEADERS block is the only block a new stream ID appears with, so the pair is exact. A
 /// different token becomes the next candidate.
 ///
+/// Two kinds of frame never reach NIOHTTP2 (outside a header block, where NIOHTTP2 must see and
+/// refuse them):
+/// - frames of a type HTTP/2 does not define (RFC 9113 § 4.1: ignored and discarded): they are
+///   dropped as they come, even in pieces, so that no unauthenticated client can make
+///   NIOHTTP2's decoder accumulate them (an unknown-type flood grew it by 27–43 MB per
+///   connection); what this handler holds is at most one frame header or one HEADERS or
+///   RST_STREAM frame (`heldBytes` ≤ 9 + `maximumFrameSize`);
+/// - `RST_STREAM` for a stream that is already closed (answered, refused or reset:
+///   `ProviderStreamRegistry.isClosedStream`): RFC 9113 § 5.1 makes it a no-op, but NIOHTTP2
+///   counts every reset against its rapid-reset limit (200 in 30 s, then ENHANCE_YOUR_CALM), and
+///   clients such as APNSwift reset each stream after its response. Resets of open streams
+///   (the rapid-reset attack, CVE-2023-44487) still reach NIOHTTP2 and count.
+///
 /// What it does not understand it passes on untouched, for NIOHTTP2 to accept or refuse:
 /// padded or continued blocks and blocks naming `authorization` another way are not rewritten,
 /// and after anything malformed (a frame longer than `maximumFrameSize`, a block whose
@@ -57,8 +70,19 @@ final class RepeatedAuthorizationHandler: ChannelInboundHandler, RemovableChanne
     /// Huffman bytes seen on a new stream, waiting for their decoded text.
     private var candidate: (streamID: UInt32, huffman: [UInt8])?
 
+    /// The remainder to skip belongs to a dropped frame (else it is passed on).
+    private var discardingRemainder = false
+
     /// How many header blocks had their token rewritten (for tests).
     private(set) var rewrittenBlocks = 0
+    /// Frames dropped: resets of closed streams, frames of unknown types (for tests).
+    private(set) var droppedResets = 0
+    private(set) var droppedUnknownFrames = 0
+    /// Bytes held here until more come (at most a frame header, or one HEADERS or RST_STREAM frame).
+    var heldBytes: Int { carry?.readableBytes ?? 0 }
+
+    /// The provider handler, asked which streams are closed.
+    weak var streams: (any ProviderStreamRegistry)?
 
     init(maximumFrameSize: Int = Gateway.providerMaximumFrameSize) {
         self.maximumFrameSize = maximumFrameSize
@@ -101,12 +125,24 @@ final class RepeatedAuthorizationHandler: ChannelInboundHandler, RemovableChanne
         }
         let end = input.writerIndex
         var frameStart = input.readerIndex
-        // The rest of a frame passed on in an earlier read.
+        // The rest of a frame passed on (or dropped) in an earlier read.
         let skipped = min(remainderToSkip, end - frameStart)
         remainderToSkip -= skipped
         frameStart += skipped
         var output: ByteBuffer?
         var emitted = input.readerIndex  // input[emitted..<frameStart] is still to be passed on
+        if discardingRemainder {
+            emitted = frameStart
+            if remainderToSkip == 0 { discardingRemainder = false }
+        }
+        /// Leaves input[from..<to] out: what precedes it goes on first, in order.
+        func drop(from: Int, to: Int) {
+            if from > emitted {
+                var before = input.getSlice(at: emitted, length: from - emitted)!
+                if output != nil { output!.writeBuffer(&before) } else { context.fireChannelRead(wrapInboundOut(before)) }
+            }
+            emitted = to
+        }
         while end - frameStart >= 9 {
             let length = Int(input.getInteger(at: frameStart, as: UInt32.self)! >> 8)
             guard length <= maximumFrameSize else { passThrough = true; break }
@@ -117,6 +153,28 @@ final class RepeatedAuthorizationHandler: ChannelInboundHandler, RemovableChanne
                     // CONTINUATION: ends a continued block, or (outside one) NIOHTTP2 refuses it.
                     guard continuing else { passThrough = true; break }
                     if input.getInteger(at: frameStart + 4, as: UInt8.self)! & 0x4 != 0 { continuing = false }
+                } else if type == 0x3, length == 4, !continuing, let streams {
+                    // RST_STREAM: held until complete (13 bytes); dropped if its stream is closed.
+                    guard frameEnd <= end else { break }
+                    let streamID = input.getInteger(at: frameStart + 5, as: UInt32.self)! & 0x7FFF_FFFF
+                    if streamID != 0, streams.isClosedStream(HTTP2StreamID(Int(streamID))) {
+                        drop(from: frameStart, to: frameEnd)
+                        droppedResets += 1
+                        frameStart = frameEnd
+                        continue
+                    }
+                } else if !continuing, Self.isUnknownType(type) {
+                    // Dropped as it comes; the rest of it too, when it comes.
+                    drop(from: frameStart, to: min(frameEnd, end))
+                    droppedUnknownFrames += 1
+                    if frameEnd > end {
+                        remainderToSkip = frameEnd - end
+                        discardingRemainder = true
+                        frameStart = end
+                        break
+                    }
+                    frameStart = frameEnd
+                    continue
                 }
                 // Not rewritten: passed on as it comes, even when only its start is here.
                 if frameEnd > end { remainderToSkip = frameEnd - end; frameStart = end; break }
@@ -164,13 +222,19 @@ final class RepeatedAuthorizationHandler: ChannelInboundHandler, RemovableChanne
         if passThrough { frameStart = end }
         if frameStart < end { carry = input.getSlice(at: frameStart, length: end - frameStart) }
         if var out = output {
-            var rest = input.getSlice(at: emitted, length: frameStart - emitted)!
-            out.writeBuffer(&rest)
+            if frameStart > emitted {
+                var rest = input.getSlice(at: emitted, length: frameStart - emitted)!
+                out.writeBuffer(&rest)
+            }
             context.fireChannelRead(wrapInboundOut(out))
         } else if frameStart > emitted {
             context.fireChannelRead(wrapInboundOut(input.getSlice(at: emitted, length: frameStart - emitted)!))
         }
     }
+
+    /// A frame type RFC 9113 does not define and NIOHTTP2 does not read (it reads ALTSVC, 0xA,
+    /// and ORIGIN, 0xC).
+    private static func isUnknownType(_ type: UInt8) -> Bool { type > 0x9 && type != 0xA && type != 0xC }
 
     func channelInactive(context: ChannelHandlerContext) {
         // A frame cut short by the close: NIOHTTP2 sees what came, as without this handler.
