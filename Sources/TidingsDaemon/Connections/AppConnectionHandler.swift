@@ -92,6 +92,10 @@ struct AppConnectionHandler {
             }
         }
         guard let executable else {
+            if let pid = credentials?.pid, credentials?.executable != nil {
+                return .failure(NotificationError(.notificationsNotAllowed,
+                    "process \(pid) is no longer the program that opened this connection (it ran another program or exited since): connect again from the app itself"))
+            }
             return .failure(NotificationError(.notificationsNotAllowed, "the daemon cannot see which program is connecting, so it cannot tell which app it is"))
         }
         let matches = apps.filter { $0.executable == executable }
