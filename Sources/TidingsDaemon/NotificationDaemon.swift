@@ -113,8 +113,12 @@ public func buildDaemon(_ configuration: DaemonConfiguration) async throws -> No
     }
     var presenters = configuration.presenters
     if configuration.terminalPresenter { presenters.append(TerminalPresenter()) }
-    let attachments = AttachmentStore(root: URL(fileURLWithPath: configuration.dataDirectory).appendingPathComponent("attachments"))
     var extensionConfiguration = configuration.serviceExtensions ?? ServiceExtensionConfiguration(containerRoot: configuration.dataDirectory + "/extensions")
+    // No attachment from the data directory (the daemon's files, other apps' stores), but
+    // for the service extensions' containers, whose files the runner moves into the store.
+    let attachments = AttachmentStore(root: URL(fileURLWithPath: configuration.dataDirectory).appendingPathComponent("attachments"),
+                                      protectedDirectories: [configuration.dataDirectory],
+                                      allowedDirectories: [extensionConfiguration.containerRoot])
     // Extensions may use UNUserNotificationCenter, as on iOS: point them at this daemon.
     if extensionConfiguration.environment["TIDINGS_SOCKET"] == nil { extensionConfiguration.environment["TIDINGS_SOCKET"] = socketPath }
     let serviceExtensionRunner = ServiceExtensionRunner(

@@ -351,7 +351,8 @@ public actor NotificationEngine {
         let firstFire = try TriggerSchedule.firstFire(request.trigger, now: now, timeZone: configuration.timeZone)
         var stored = request
         let appDirectory = try await app(bundle)?.directory
-        stored.content.attachments = try configuration.attachments.ingest(request.content.attachments, bundleIdentifier: bundle, appDirectory: appDirectory)
+        // Off the actor: reading and copying files may block (AttachmentStore.ingestOffActor).
+        stored.content.attachments = try await configuration.attachments.ingestOffActor(request.content.attachments, bundleIdentifier: bundle, appDirectory: appDirectory)
         // The bytes as received describe `stored` exactly unless attachments moved.
         let body = request.content.attachments.isEmpty ? encoded : nil
         let ticket = store.addPending(stored, encoded: body, for: bundle, nextFire: firstFire, limit: configuration.pendingLimit)
