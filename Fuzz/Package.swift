@@ -12,5 +12,6 @@ let package = Package(
         .executableTarget(name: "FuzzProviderToken", dependencies: [.product(name: "TidingsCore", package: "tidings")]),
         .executableTarget(name: "FuzzRequestHeaders", dependencies: [.product(name: "TidingsCore", package: "tidings")]),
         .executableTarget(name: "FuzzDeviceMessage", dependencies: [.product(name: "TidingsCore", package: "tidings")]),
+        .executableTarget(name: "FuzzAppFrame", dependencies: [.product(name: "TidingsCore", package: "tidings")]),
     ]
 )

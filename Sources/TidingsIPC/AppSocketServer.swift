@@ -82,6 +82,9 @@ public final class AppSocketServer: Sendable {
                 // later must be what it ran when it connected.
                 return PeerCredentialsFuture.read(child).flatMapThrowing { credentials in
                     let sync = child.pipeline.syncOperations
+                    // A peer that does not read its replies stops being read from: the
+                    // daemon's outbound buffer stays within the channel's write watermarks.
+                    try sync.addHandler(BackPressureHandler())
                     try sync.addHandler(AppFrameDecoder(limit: limits.maximumFrameLength, firstFrameTimeout: limits.helloTimeAmount))
                     try sync.addHandler(LengthFieldPrepender(lengthFieldBitLength: .fourBytes))
                     try sync.addHandler(ServerInboundHandler(sink: requestSink))

@@ -12,8 +12,9 @@ import Musl
 /// the store); they are deleted when no pending or delivered notification refers to them
 /// any more.
 ///
-/// A source file is opened once, by a walk from `/` that follows no symbolic link, and
-/// everything after — the file's kind and size, its bytes, the copy into the store, the
+/// A source file is opened once, by a walk from `/` in which the kernel resolves no
+/// symbolic link (a link to a directory is read and its text walked, so every directory
+/// above the file is seen and checked; the file itself may not be a link), and everything after — the file's kind and size, its bytes, the copy into the store, the
 /// removal of the original — is done on that descriptor and that directory, never by path
 /// again: swapping the file, or a directory above it, during an `add` changes nothing that
 /// was checked (docs/security.md, "Attachments (daemon)").
