@@ -6,8 +6,8 @@ import TidingsCore
 /// channel handler and `FuzzAppFrame` call).
 @Suite("App socket framing")
 struct AppFramingTests {
-    func next(_ bytes: [UInt8], limit: Int = AppFraming.maximumFrameLength) throws(AppFraming.FrameError) -> AppFraming.Next {
-        try bytes.withUnsafeBytes { (raw) throws(AppFraming.FrameError) in try AppFraming.next(in: raw, limit: limit) }
+    func next(_ bytes: [UInt8], limit: Int = AppFraming.maximumFrameLength) throws -> AppFraming.Next {
+        try bytes.withUnsafeBytes { try AppFraming.next(in: $0, limit: limit) }
     }
 
     static func header(_ length: UInt32) -> [UInt8] {
