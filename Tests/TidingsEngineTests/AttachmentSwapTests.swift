@@ -145,6 +145,18 @@ struct AttachmentSwapTests {
         #expect(try #require(again.first?.path) != theirs)
     }
 
+    @Test("attachments per request: the limit is stored, one more is invalidRequest and nothing moves")
+    func attachmentsPerRequest() throws {
+        let scratch = try Scratch()
+        let store = AttachmentStore(root: scratch.root, maximumAttachmentsPerRequest: 3)
+        let sources = try (0..<4).map { try scratch.write(Self.png, "photo\($0).png") }
+        #expect(Self.code { () throws(NotificationError) in try store.ingest(sources.map { Self.attachment($0) }, bundleIdentifier: "com.example.a", appDirectory: nil) } == .invalidRequest)
+        #expect(scratch.stored("com.example.a").isEmpty)
+        #expect(sources.allSatisfy { FileManager.default.fileExists(atPath: $0) })
+        #expect(try store.ingest(sources.prefix(3).map { Self.attachment($0) }, bundleIdentifier: "com.example.a", appDirectory: nil).count == 3)
+        #expect(scratch.stored("com.example.a").count == 3)
+    }
+
     @Test("a symbolic link to an ordinary directory is walked, and the file under it moved")
     func linkedDirectoryElsewhere() throws {
         let scratch = try Scratch()

@@ -32,10 +32,14 @@ public struct AttachmentStore: Sendable {
     /// Called after a source is opened and checked, before its bytes are read: tests swap
     /// files here to show that the swap changes nothing.
     public let afterOpen: (@Sendable (String) -> Void)?
+    /// Attachments one request may carry: each holds a directory open until the request's
+    /// files are all stored. More is `invalidRequest`. Default 100 (a banner shows one).
+    public let maximumAttachmentsPerRequest: Int
 
-    public init(root: URL, quota: Int64 = 512 * 1024 * 1024, protectedDirectories: [String] = [], allowedDirectories: [String] = [], afterOpen: (@Sendable (String) -> Void)? = nil) {
+    public init(root: URL, quota: Int64 = 512 * 1024 * 1024, maximumAttachmentsPerRequest: Int = 100, protectedDirectories: [String] = [], allowedDirectories: [String] = [], afterOpen: (@Sendable (String) -> Void)? = nil) {
         self.root = root.standardizedFileURL
         self.quota = quota
+        self.maximumAttachmentsPerRequest = maximumAttachmentsPerRequest
         self.protectedDirectories = protectedDirectories
         self.allowedDirectories = allowedDirectories
         self.afterOpen = afterOpen
@@ -65,6 +69,9 @@ public struct AttachmentStore: Sendable {
     /// I/O: call `ingestOffActor` from an actor.
     public func ingest(_ attachments: [AttachmentValue], bundleIdentifier: String, appDirectory: String?) throws(NotificationError) -> [AttachmentValue] {
         guard !attachments.isEmpty else { return [] }
+        guard attachments.count <= maximumAttachmentsPerRequest else {
+            throw NotificationError(.invalidRequest, "a notification may carry at most \(maximumAttachmentsPerRequest) attachments (got \(attachments.count))")
+        }
         let folder = directory(for: bundleIdentifier)
         do {
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
@@ -85,6 +92,8 @@ public struct AttachmentStore: Sendable {
         do throws(NotificationError) {
             for attachment in attachments {
                 let source = try Source.open(attachment.path, places: places)
+                // The file's descriptor only for this attachment; its directory's until the end.
+                defer { source.closeFile() }
                 sources.append(source)
                 let type = try AttachmentTypes.resolve(pathExtension: (source.name as NSString).pathExtension, typeHint: attachment.options.typeHint)
                 try AttachmentTypes.check(size: source.size, type: type, path: source.path)
@@ -365,8 +374,12 @@ private struct Source {
         unlinkat(parent, name, 0)
     }
 
-    func close() {
+    func closeFile() {
         Glibc.close(descriptor)
+    }
+
+    /// Closes the directory (the file's descriptor is closed by `closeFile`).
+    func close() {
         Glibc.close(parent)
     }
 }
