@@ -46,7 +46,7 @@ struct AppFramingTests {
         }
     }
 
-    @Test("counts claiming the whole frame, nested 60 deep, decode to an error without reserving them")
+    @Test("counts claiming the whole frame, nested 60 deep, end in a decoding error (each level reserves at most 256 elements, not the claim)")
     func claimedCountsAreNotReserved() throws {
         // userInfo: one key whose value is 60 nested arrays, each claiming as many elements
         // as there are bytes left, and then the frame ends.
