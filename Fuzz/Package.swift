@@ -13,5 +13,6 @@ let package = Package(
         .executableTarget(name: "FuzzRequestHeaders", dependencies: [.product(name: "TidingsCore", package: "tidings")]),
         .executableTarget(name: "FuzzDeviceMessage", dependencies: [.product(name: "TidingsCore", package: "tidings")]),
         .executableTarget(name: "FuzzTrigger", dependencies: [.product(name: "TidingsCore", package: "tidings"), .product(name: "TidingsEngine", package: "tidings")]),
+        .executableTarget(name: "FuzzAppFrame", dependencies: [.product(name: "TidingsCore", package: "tidings")]),
     ]
 )

@@ -13,6 +13,7 @@ SCRATCH="${FUZZ_SCRATCH:-.build-fuzz-cov}"
 COVERAGE=(-Xswiftc -sanitize-coverage=edge,inline-8bit-counters,pc-table,trace-cmp)
 TARGETS=(FuzzPayload FuzzProviderToken FuzzRequestHeaders FuzzDeviceMessage)
 TARGETS+=(FuzzTrigger)
+TARGETS+=(FuzzAppFrame)
 mkdir -p artifacts corpus
 for t in "${TARGETS[@]}"; do
   swift build --scratch-path "$SCRATCH" --product "$t" --sanitize=fuzzer --sanitize=address -c debug "${COVERAGE[@]}" 2>&1 | grep -v "ld.gold: warning" | tail -3

@@ -39,6 +39,8 @@ public struct DaemonConfiguration: Sendable {
     /// How apps' notification service extensions run (deadline, grace, memory limit,
     /// reuse); nil: the defaults, with containers in `<data dir>/extensions`.
     public var serviceExtensions: ServiceExtensionConfiguration?
+    /// Frame size, hello timeout and connection cap of the app socket (docs/security.md).
+    public var appSocket = AppSocketLimits()
 
     public init(dataDirectory: String, socketPath: String? = nil, consent: Consent = .prompt, developmentMode: Bool = false, iOSPendingLimit: Bool = false, terminalPresenter: Bool = true, clock: any WallClock = SystemWallClock(), presenters: [any Presenter] = [], logger: Logger = Logger(label: "tidings.daemon")) {
         self.dataDirectory = dataDirectory
@@ -75,6 +77,8 @@ public final class NotificationDaemon: Service {
     }
 
     public var socketPath: String { server.path }
+    /// Connections open on the app socket now.
+    public var appConnectionCount: Int { server.connectionCount }
 
     public func run() async throws {
         let handler = AppConnectionHandler(engine: engine, developmentMode: configuration.developmentMode, logger: configuration.logger)
@@ -109,8 +113,12 @@ public func buildDaemon(_ configuration: DaemonConfiguration) async throws -> No
     }
     var presenters = configuration.presenters
     if configuration.terminalPresenter { presenters.append(TerminalPresenter()) }
-    let attachments = AttachmentStore(root: URL(fileURLWithPath: configuration.dataDirectory).appendingPathComponent("attachments"))
     var extensionConfiguration = configuration.serviceExtensions ?? ServiceExtensionConfiguration(containerRoot: configuration.dataDirectory + "/extensions")
+    // No attachment from the data directory (the daemon's files, other apps' stores), but
+    // for the service extensions' containers, whose files the runner moves into the store.
+    let attachments = AttachmentStore(root: URL(fileURLWithPath: configuration.dataDirectory).appendingPathComponent("attachments"),
+                                      protectedDirectories: [configuration.dataDirectory],
+                                      allowedDirectories: [extensionConfiguration.containerRoot])
     // Extensions may use UNUserNotificationCenter, as on iOS: point them at this daemon.
     if extensionConfiguration.environment["TIDINGS_SOCKET"] == nil { extensionConfiguration.environment["TIDINGS_SOCKET"] = socketPath }
     let serviceExtensionRunner = ServiceExtensionRunner(
@@ -131,7 +139,7 @@ public func buildDaemon(_ configuration: DaemonConfiguration) async throws -> No
                         clock: configuration.clock, logger: configuration.logger)
     }
     await engine.setRemote(link: gatewayLink, configuration: configuration.remote)
-    let server = try await AppSocketServer.bind(path: socketPath)
+    let server = try await AppSocketServer.bind(path: socketPath, limits: configuration.appSocket)
     configuration.logger.info("notification daemon listening", metadata: ["socket": "\(socketPath)", "data": "\(configuration.dataDirectory)"])
     return NotificationDaemon(engine: engine, server: server, configuration: configuration, gatewayLink: gatewayLink, serviceExtensionRunner: serviceExtensionRunner)
 }

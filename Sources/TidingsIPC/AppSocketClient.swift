@@ -71,6 +71,10 @@ public final class AppSocketClient: Sendable {
             state.nextID += 1
             do {
                 let buffer = try IPCCodec.encodeRequest(AppEnvelope(id: id, request: request), allocator: channel.allocator)
+                guard buffer.readableBytes <= IPCCodec.maximumFrameLength else {
+                    // The daemon would refuse the frame and close the connection.
+                    return NotificationError(.invalidRequest, "the request is \(buffer.readableBytes) bytes encoded, over the notification daemon's limit of \(IPCCodec.maximumFrameLength) bytes")
+                }
                 state.pending[id] = completion
                 // Enqueued on the event loop in lock order, so requests keep their order.
                 writer.write(buffer)
@@ -100,7 +104,8 @@ public final class AppSocketClient: Sendable {
             guard !state.closed else { return }
             let id = state.nextID
             state.nextID += 1
-            guard let buffer = try? IPCCodec.encodeRequest(AppEnvelope(id: id, request: request), allocator: channel.allocator) else { return }
+            guard let buffer = try? IPCCodec.encodeRequest(AppEnvelope(id: id, request: request), allocator: channel.allocator),
+                  buffer.readableBytes <= IPCCodec.maximumFrameLength else { return }
             writer.write(buffer)
         }
     }

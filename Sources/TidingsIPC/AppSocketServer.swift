@@ -1,5 +1,6 @@
 import Foundation
 import NIOCore
+import NIOExtras
 import NIOPosix
 import Synchronization
 import TidingsCore
@@ -40,34 +41,73 @@ public final class AppServerConnection: Sendable {
 }
 
 /// The daemon's listening socket. `run(handler:)` accepts connections until cancelled and
-/// runs `handler` once per connection, in a child task.
+/// runs `handler` once per connection, in a child task. `limits` bounds what one peer, and
+/// all of them together, can make the daemon hold.
 public final class AppSocketServer: Sendable {
     public let path: String
+    public let limits: AppSocketLimits
     private let channel: any Channel
     private let connections: AsyncStream<AppServerConnection>
+    private let live: ConnectionCount
 
-    private init(path: String, channel: any Channel, connections: AsyncStream<AppServerConnection>) {
+    private init(path: String, limits: AppSocketLimits, channel: any Channel, connections: AsyncStream<AppServerConnection>, live: ConnectionCount) {
         self.path = path
+        self.limits = limits
         self.channel = channel
         self.connections = connections
+        self.live = live
     }
 
+    /// Connections open now (accepted and not yet closed).
+    public var connectionCount: Int { live.value.withLock { $0 } }
+
     /// Binds `path` (replacing a stale socket file) with permissions 0600 unless `mode` says otherwise.
-    public static func bind(path: String, mode: mode_t = 0o600, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) async throws -> AppSocketServer {
+    public static func bind(path: String, mode: mode_t = 0o600, limits: AppSocketLimits = AppSocketLimits(), group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) async throws -> AppSocketServer {
         let (connections, sink) = AsyncStream<AppServerConnection>.makeStream()
+        let live = ConnectionCount()
         let channel = try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
             .childChannelInitializer { child in
+                let admitted = live.value.withLock { count -> Bool in
+                    guard count < limits.maximumConnections else { return false }
+                    count += 1
+                    return true
+                }
+                guard admitted else {
+                    return refuse(child, .tooManyConnections(limits.maximumConnections))
+                }
+                child.closeFuture.whenComplete { _ in live.value.withLock { $0 -= 1 } }
                 let (requests, requestSink) = AsyncStream<ReceivedRequest>.makeStream()
+                // Who the peer is, read now, at accept: what it runs when it says hello
+                // later must be what it ran when it connected.
                 return PeerCredentialsFuture.read(child).flatMapThrowing { credentials in
-                    try IPCCodec.addFraming(to: child.pipeline.syncOperations)
-                    try child.pipeline.syncOperations.addHandler(ServerInboundHandler(sink: requestSink))
+                    let sync = child.pipeline.syncOperations
+                    // A peer that does not read its replies stops being read from: the
+                    // daemon's outbound buffer stays within the channel's write watermarks.
+                    try sync.addHandler(BackPressureHandler())
+                    try sync.addHandler(AppFrameDecoder(limit: limits.maximumFrameLength, firstFrameTimeout: limits.helloTimeAmount))
+                    try sync.addHandler(LengthFieldPrepender(lengthFieldBitLength: .fourBytes))
+                    try sync.addHandler(ServerInboundHandler(sink: requestSink))
                     sink.yield(AppServerConnection(channel: child, credentials: credentials, requests: requests))
                 }
             }
             .bind(unixDomainSocketPath: path, cleanupExistingSocketFile: true).get()
         chmod(path, mode)
-        return AppSocketServer(path: path, channel: channel, connections: connections)
+        return AppSocketServer(path: path, limits: limits, channel: channel, connections: connections, live: live)
+    }
+
+    /// Answers a connection the daemon will not serve with a failure (id 0) and closes it.
+    private static func refuse(_ child: any Channel, _ refusal: AppSocketRefusal) -> EventLoopFuture<Void> {
+        if let body = try? IPCCodec.encode(DaemonEnvelope.reply(id: 0, .failure(refusal.failure)), allocator: child.allocator),
+           let length = UInt32(exactly: body.readableBytes) {
+            var frame = child.allocator.buffer(capacity: body.readableBytes + 4)
+            frame.writeInteger(length)
+            frame.writeImmutableBuffer(body)
+            child.writeAndFlush(frame).whenComplete { _ in child.close(promise: nil) }
+        } else {
+            child.close(promise: nil)
+        }
+        return child.eventLoop.makeSucceededVoidFuture()
     }
 
     public func run(handler: @escaping @Sendable (AppServerConnection) async -> Void) async {
@@ -99,6 +139,10 @@ public final class AppSocketServer: Sendable {
     }
 }
 
+private final class ConnectionCount: Sendable {
+    let value = Mutex(0)
+}
+
 private enum PeerCredentialsFuture {
     static func read(_ channel: any Channel) -> EventLoopFuture<PeerCredentials?> {
         #if os(Linux)
@@ -107,7 +151,7 @@ private enum PeerCredentialsFuture {
         }
         let future: EventLoopFuture<KernelPeerCredentials> = provider.unsafeGetSocketOption(
             level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(17 /* SO_PEERCRED */))
-        return future.map { Optional(PeerCredentials(pid: $0.pid, uid: $0.uid, gid: $0.gid)) }
+        return future.map { Optional(PeerCredentials.capturing(pid: $0.pid, uid: $0.uid, gid: $0.gid)) }
             .recover { _ in nil }
         #else
         return channel.eventLoop.makeSucceededFuture(nil)
@@ -139,6 +183,14 @@ private final class ServerInboundHandler: ChannelInboundHandler, Sendable {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        context.close(promise: nil)
+        // A refusal the peer can read (a frame too long, no hello in time): a failure with
+        // id 0, then the connection closes.
+        guard let refusal = error as? AppSocketRefusal,
+              let buffer = try? IPCCodec.encodeDaemonEnvelope(.reply(id: 0, .failure(refusal.failure)), compact: false, allocator: context.channel.allocator) else {
+            context.close(promise: nil)
+            return
+        }
+        let channel = context.channel
+        context.writeAndFlush(NIOAny(buffer)).whenComplete { _ in channel.close(promise: nil) }
     }
 }

@@ -7,17 +7,10 @@ import TidingsCore
 /// the hot path, a binary frame (docs/app-ipc.md, "Binary frames"). A JSON document
 /// starts with `{`; a binary frame with its kind byte.
 public enum IPCCodec {
-    /// Frames larger than this are refused: a request with its content is far smaller.
-    public static let maximumFrameLength = 16 * 1024 * 1024
+    /// Frames larger than this are refused (`AppFraming.maximumFrameLength`, 16 MiB).
+    public static let maximumFrameLength = AppFraming.maximumFrameLength
 
-    /// Binary frame kinds (the payload's first byte).
-    enum BinaryKind {
-        /// App → daemon: `AppEnvelope(id, .add(request))`; u64 id (little-endian), then the
-        /// request in `BinaryRequestCodec`'s form.
-        static let add: UInt8 = 0x01
-        /// Daemon → app: `DaemonEnvelope.reply(id, .ok)`; u64 id (little-endian).
-        static let replyOK: UInt8 = 0x02
-    }
+    typealias BinaryKind = AppFraming.BinaryKind
 
     public static func encode<T: Encodable>(_ value: T, allocator: ByteBufferAllocator) throws -> ByteBuffer {
         let data = try JSONEncoder().encode(value)
@@ -45,21 +38,9 @@ public enum IPCCodec {
         return buffer
     }
 
-    /// Decodes an app's request frame. For a binary `add`, `encodedRequest` holds the
-    /// request's bytes as received, for the daemon to store as they are.
+    /// Decodes an app's request frame (`AppFraming.decodeRequest`).
     public static func decodeRequest(_ buffer: ByteBuffer) throws -> ReceivedRequest {
-        guard buffer.readableBytesView.first == BinaryKind.add else {
-            let envelope = try decode(AppEnvelope.self, from: buffer)
-            return ReceivedRequest(id: envelope.id, request: envelope.request, encodedRequest: nil)
-        }
-        return try buffer.withUnsafeReadableBytes { (bytes: UnsafeRawBufferPointer) throws -> ReceivedRequest in
-            var reader = BinaryReader(bytes)
-            _ = try reader.byte()
-            let id = try reader.fixed64()
-            let body = UnsafeRawBufferPointer(rebasing: bytes[9...])
-            let request = try BinaryRequestCodec.decode(body)
-            return ReceivedRequest(id: id, request: .add(request), encodedRequest: Data(body))
-        }
+        try buffer.withUnsafeReadableBytes { try AppFraming.decodeRequest($0) }
     }
 
     // MARK: Daemon → app
@@ -86,24 +67,10 @@ public enum IPCCodec {
         return .reply(id: id, .ok)
     }
 
-    /// The handlers that turn a stream socket into frames of `ByteBuffer`s.
+    /// The client's handlers that turn a stream socket into frames of `ByteBuffer`s, no
+    /// longer than `maximumFrameLength` (the daemon's side adds a hello timeout).
     public static func addFraming(to pipeline: ChannelPipeline.SynchronousOperations) throws {
-        try pipeline.addHandler(ByteToMessageHandler(LengthFieldBasedFrameDecoder(lengthFieldBitLength: .fourBytes)))
+        try pipeline.addHandler(AppFrameDecoder(limit: maximumFrameLength, firstFrameTimeout: nil))
         try pipeline.addHandler(LengthFieldPrepender(lengthFieldBitLength: .fourBytes))
-    }
-}
-
-/// One request as the daemon received it.
-public struct ReceivedRequest: Sendable {
-    public var id: UInt64
-    public var request: AppRequest
-    /// The request's `NotificationRequestValue` bytes as received (`BinaryRequestCodec`),
-    /// for a binary `add`; nil otherwise.
-    public var encodedRequest: Data?
-
-    public init(id: UInt64, request: AppRequest, encodedRequest: Data? = nil) {
-        self.id = id
-        self.request = request
-        self.encodedRequest = encodedRequest
     }
 }

@@ -196,7 +196,7 @@ public enum BinaryRequestCodec {
         if mask & Field.attachments != 0 {
             let count = try r.length()
             var attachments: [AttachmentValue] = []
-            attachments.reserveCapacity(Int(count))
+            attachments.reserveCapacity(reservation(count))
             for _ in 0..<count { attachments.append(try readAttachment(&r)) }
             c.attachments = attachments
         }
@@ -280,6 +280,16 @@ public enum BinaryRequestCodec {
         return a
     }
 
+    /// Room to reserve for `count` elements read from the wire. A count is only bounded by
+    /// the bytes left, and nested arrays each claim that much: reserving it all would let a
+    /// 16 MiB frame ask for gigabytes before the first element is read. Beyond this, the
+    /// collection grows with the elements that actually decode.
+    static let maximumReservation = 256
+
+    static func reservation(_ count: UInt64) -> Int {
+        Int(min(count, UInt64(maximumReservation)))
+    }
+
     // MARK: Property lists
 
     private static let maximumDepth = 64
@@ -317,7 +327,7 @@ public enum BinaryRequestCodec {
         guard depth < maximumDepth else { throw DecodingError(reason: "userInfo nested too deeply") }
         let count = try r.length()
         var dictionary: [String: PropertyListValue] = [:]
-        dictionary.reserveCapacity(Int(count))
+        dictionary.reserveCapacity(reservation(count))
         for _ in 0..<count {
             let key = try r.string()
             let value = try readValue(&r, depth: depth + 1)
@@ -339,7 +349,7 @@ public enum BinaryRequestCodec {
         case 7:
             let count = try r.length()
             var items: [PropertyListValue] = []
-            items.reserveCapacity(Int(count))
+            items.reserveCapacity(reservation(count))
             for _ in 0..<count { items.append(try readValue(&r, depth: depth + 1)) }
             return .array(items)
         case 8: return .dictionary(try readDictionary(&r, depth: depth + 1))

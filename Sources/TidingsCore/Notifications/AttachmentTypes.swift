@@ -128,12 +128,7 @@ public enum AttachmentTypes {
         } catch {
             throw NotificationError(.attachmentInvalidURL, "Cannot read the attachment file at \(path): \(error.localizedDescription)")
         }
-        guard size <= type.kind.maximumSize else {
-            throw NotificationError(.attachmentInvalidFileSize, "The \(type.kind.rawValue) attachment \(path) is \(size) bytes; the limit for \(type.kind.rawValue) attachments is \(type.kind.maximumSize) bytes (\(type.kind.maximumSize / (1024 * 1024)) MB).")
-        }
-        guard size > 0 else {
-            throw NotificationError(.attachmentCorrupt, "The attachment file \(path) is empty.")
-        }
+        try check(size: size, type: type, path: path)
         guard let handle = FileHandle(forReadingAtPath: path) else {
             throw NotificationError(.attachmentInvalidURL, "The attachment file \(path) cannot be opened for reading.")
         }
@@ -144,10 +139,27 @@ public enum AttachmentTypes {
         } catch {
             throw NotificationError(.attachmentInvalidURL, "Cannot read the attachment file at \(path): \(error.localizedDescription)")
         }
+        try check(header: header, type: type, path: path)
+        return type
+    }
+
+    /// A file of `size` bytes may be an attachment of `type`: not empty
+    /// (`attachmentCorrupt`), within its kind's limit (`attachmentInvalidFileSize`).
+    public static func check(size: Int64, type: AttachmentFileType, path: String) throws(NotificationError) {
+        guard size <= type.kind.maximumSize else {
+            throw NotificationError(.attachmentInvalidFileSize, "The \(type.kind.rawValue) attachment \(path) is \(size) bytes; the limit for \(type.kind.rawValue) attachments is \(type.kind.maximumSize) bytes (\(type.kind.maximumSize / (1024 * 1024)) MB).")
+        }
+        guard size > 0 else {
+            throw NotificationError(.attachmentCorrupt, "The attachment file \(path) is empty.")
+        }
+    }
+
+    /// A file that starts with `header` (its first 64 bytes, or all of it) carries the
+    /// signature of `type`, else `attachmentCorrupt`.
+    public static func check(header: [UInt8], type: AttachmentFileType, path: String) throws(NotificationError) {
         guard type.matches(header: header) else {
             throw NotificationError(.attachmentCorrupt, "The attachment file \(path) does not contain \(type.uti) data (its first bytes do not carry the \(type.uti) signature).")
         }
-        return type
     }
 
     /// Signature checks per type. `header` is the start of the file.

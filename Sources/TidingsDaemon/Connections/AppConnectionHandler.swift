@@ -75,7 +75,10 @@ struct AppConnectionHandler {
     /// be the one an app's manifest names; `TIDINGS_BUNDLE_ID` only chooses among those.
     func identify(_ hello: AppHello, credentials: PeerCredentials?) async -> Result<AppRecord, NotificationError> {
         let apps = (try? await engine.installedApps()) ?? []
-        let executable = credentials?.executablePath
+        // The executable read when the connection was accepted, and only while the peer is
+        // still that process running that program: a process that connects and then execs
+        // an app (or forks and lets the app's exec inherit the socket) is not the app.
+        let executable = developmentMode ? credentials?.executable : credentials?.verifiedExecutable()
         if developmentMode, let claimed = hello.bundleIdentifier {
             if let app = apps.first(where: { $0.bundleIdentifier == claimed }) { return .success(app) }
             // Development mode: an app run straight from the build folder gets a record of its own.
@@ -89,6 +92,10 @@ struct AppConnectionHandler {
             }
         }
         guard let executable else {
+            if let pid = credentials?.pid, credentials?.executable != nil {
+                return .failure(NotificationError(.notificationsNotAllowed,
+                    "process \(pid) is no longer the program that opened this connection (it ran another program or exited since): connect again from the app itself"))
+            }
             return .failure(NotificationError(.notificationsNotAllowed, "the daemon cannot see which program is connecting, so it cannot tell which app it is"))
         }
         let matches = apps.filter { $0.executable == executable }

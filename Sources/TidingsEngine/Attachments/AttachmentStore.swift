@@ -1,78 +1,125 @@
+import Dispatch
 import Foundation
 import TidingsCore
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
 
 /// The attachment data store: on `add`, attachment files move into a per-app folder the
-/// daemon owns (copied when they lie inside the app's own directory); they are deleted when
-/// no pending or delivered notification refers to them any more.
+/// daemon owns (copied when they lie inside the app's own directory or its own folder of
+/// the store); they are deleted when no pending or delivered notification refers to them
+/// any more.
+///
+/// A source file is opened once, by a walk from `/` in which the kernel resolves no
+/// symbolic link (a link to a directory is read and its text walked, so every directory
+/// above the file is seen and checked; the file itself may not be a link), and everything after — the file's kind and size, its bytes, the copy into the store, the
+/// removal of the original — is done on that descriptor and that directory, never by path
+/// again: swapping the file, or a directory above it, during an `add` changes nothing that
+/// was checked (docs/security.md, "Attachments (daemon)").
 public struct AttachmentStore: Sendable {
     public let root: URL
     /// Bytes one app may keep in the store.
     public let quota: Int64
+    /// Directories no attachment may be taken from (the store itself is always one): the
+    /// daemon's data directory. Compared by device and inode, so no spelling of a path
+    /// gets around them.
+    public let protectedDirectories: [String]
+    /// Directories inside a protected one that attachments may still come from (service
+    /// extensions' containers under the data directory).
+    public let allowedDirectories: [String]
+    /// Called after a source is opened and checked, before its bytes are read: tests swap
+    /// files here to show that the swap changes nothing.
+    public let afterOpen: (@Sendable (String) -> Void)?
+    /// Attachments one request may carry: each holds a directory open until the request's
+    /// files are all stored. More is `invalidRequest`. Default 100 (a banner shows one).
+    public let maximumAttachmentsPerRequest: Int
 
-    public init(root: URL, quota: Int64 = 512 * 1024 * 1024) {
+    public init(root: URL, quota: Int64 = 512 * 1024 * 1024, maximumAttachmentsPerRequest: Int = 100, protectedDirectories: [String] = [], allowedDirectories: [String] = [], afterOpen: (@Sendable (String) -> Void)? = nil) {
         self.root = root.standardizedFileURL
         self.quota = quota
+        self.maximumAttachmentsPerRequest = maximumAttachmentsPerRequest
+        self.protectedDirectories = protectedDirectories
+        self.allowedDirectories = allowedDirectories
+        self.afterOpen = afterOpen
     }
 
     public func directory(for bundleIdentifier: String) -> URL {
         root.appendingPathComponent(bundleIdentifier, isDirectory: true)
     }
 
+    /// `ingest` on a thread of its own, off the caller's actor: file I/O may block (a slow
+    /// or network file system) and must never stall the engine.
+    public func ingestOffActor(_ attachments: [AttachmentValue], bundleIdentifier: String, appDirectory: String?) async throws(NotificationError) -> [AttachmentValue] {
+        guard !attachments.isEmpty else { return [] }
+        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<[AttachmentValue], NotificationError>, Never>) in
+            DispatchQueue.global(qos: .utility).async {
+                continuation.resume(returning: Result { () throws(NotificationError) in
+                    try ingest(attachments, bundleIdentifier: bundleIdentifier, appDirectory: appDirectory)
+                })
+            }
+        }
+        return try result.get()
+    }
+
     /// Validates the attachments and moves (or copies) them into the store. On any error
-    /// nothing stays changed: files already moved go back where they were.
+    /// nothing stays changed: the copies made so far are deleted and no original was
+    /// removed (originals go only once every attachment is in the store). Blocks on file
+    /// I/O: call `ingestOffActor` from an actor.
     public func ingest(_ attachments: [AttachmentValue], bundleIdentifier: String, appDirectory: String?) throws(NotificationError) -> [AttachmentValue] {
         guard !attachments.isEmpty else { return [] }
-        let fm = FileManager.default
+        guard attachments.count <= maximumAttachmentsPerRequest else {
+            throw NotificationError(.invalidRequest, "a notification may carry at most \(maximumAttachmentsPerRequest) attachments (got \(attachments.count))")
+        }
         let folder = directory(for: bundleIdentifier)
         do {
-            try fm.createDirectory(at: folder, withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         } catch {
             throw NotificationError(.attachmentMoveIntoDataStoreFailed, "cannot create the attachment store at \(folder.path): \(error)")
         }
-        var budget = quota - usage(bundleIdentifier)
-        var done: [(stored: String, original: String, moved: Bool)] = []
-        var result: [AttachmentValue] = []
-        func rollback() {
-            for item in done.reversed() {
-                if item.moved {
-                    try? fm.moveItem(atPath: item.stored, toPath: item.original)
-                } else {
-                    try? fm.removeItem(atPath: item.stored)
-                }
-            }
+        let folderDescriptor = open(folder.path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard folderDescriptor >= 0 else {
+            throw NotificationError(.attachmentMoveIntoDataStoreFailed, "cannot open the attachment store at \(folder.path): \(String(cString: strerror(errno)))")
         }
-        for attachment in attachments {
-            do throws(NotificationError) {
-                let source = try checkedSource(attachment.path)
-                let type = try AttachmentTypes.validateFile(atPath: source, typeHint: attachment.options.typeHint)
-                let size = (try? fm.attributesOfItem(atPath: source)[.size] as? NSNumber)?.int64Value ?? 0
-                guard size <= budget else {
+        defer { close(folderDescriptor) }
+        let places = Places(store: self, ownFolder: folder.path, appDirectory: appDirectory)
+        var budget = quota - usage(bundleIdentifier)
+        var copies: [String] = []
+        var sources: [Source] = []
+        defer { for source in sources { source.close() } }
+        var result: [AttachmentValue] = []
+        do throws(NotificationError) {
+            for attachment in attachments {
+                let source = try Source.open(attachment.path, places: places)
+                // The file's descriptor only for this attachment; its directory's until the end.
+                defer { source.closeFile() }
+                sources.append(source)
+                let type = try AttachmentTypes.resolve(pathExtension: (source.name as NSString).pathExtension, typeHint: attachment.options.typeHint)
+                try AttachmentTypes.check(size: source.size, type: type, path: source.path)
+                guard source.size <= budget else {
                     throw NotificationError(.attachmentMoveIntoDataStoreFailed,
-                        "the app's attachment store is full: \(attachment.identifier) needs \(size) bytes, \(max(budget, 0)) of \(quota) left")
+                        "the app's attachment store is full: \(attachment.identifier) needs \(source.size) bytes, \(max(budget, 0)) of \(quota) left")
                 }
-                let ext = (source as NSString).pathExtension.isEmpty ? (type.extensions.first ?? "bin") : (source as NSString).pathExtension.lowercased()
-                let destination = folder.appendingPathComponent("\(UUID().uuidString.lowercased()).\(ext)").path
-                let copy = mustCopy(source, appDirectory: appDirectory)
-                do {
-                    if copy {
-                        try fm.copyItem(atPath: source, toPath: destination)
-                    } else {
-                        try move(source, to: destination)
-                    }
-                } catch {
-                    throw NotificationError(.attachmentMoveIntoDataStoreFailed, "cannot move \(source) into the attachment store: \(error.localizedDescription)")
-                }
-                done.append((destination, source, !copy))
+                afterOpen?(source.path)
+                let ext = (source.name as NSString).pathExtension.isEmpty ? (type.extensions.first ?? "bin") : (source.name as NSString).pathExtension.lowercased()
+                let name = "\(UUID().uuidString.lowercased()).\(ext)"
+                // The bytes are checked as copied: what is stored is what was checked,
+                // whatever happens to the original meanwhile.
+                let size = try source.copy(to: name, in: folderDescriptor, folder: folder.path, type: type, limit: min(type.kind.maximumSize, budget)) { copies.append($0) }
                 budget -= size
                 var stored = attachment
-                stored.path = destination
+                stored.path = folder.appendingPathComponent(name).path
                 stored.type = type.uti
                 result.append(stored)
-            } catch {
-                rollback()
-                throw error
             }
+        } catch {
+            for copy in copies { unlinkat(folderDescriptor, copy, 0) }
+            throw error
         }
+        // Every file is in the store: now the originals that move (not those copied from
+        // the app's bundle or its own store) go, if their names still hold the same files.
+        for source in sources where !source.mustCopy { source.removeOriginal() }
         return result
     }
 
@@ -97,38 +144,242 @@ public struct AttachmentStore: Sendable {
         guard let items = try? FileManager.default.contentsOfDirectory(at: folder, includingPropertiesForKeys: [.fileSizeKey]) else { return 0 }
         return items.reduce(0) { $0 + Int64((try? $1.resourceValues(forKeys: [.fileSizeKey]).fileSize) ?? 0) }
     }
+}
 
-    private func checkedSource(_ path: String) throws(NotificationError) -> String {
-        guard path.hasPrefix("/") else {
-            throw NotificationError(.attachmentInvalidURL, "attachment URL must be an absolute file URL (got \(path))")
-        }
-        let standardized = URL(fileURLWithPath: path).standardizedFileURL.path
+/// A directory's identity: device and inode.
+private struct FileID: Hashable {
+    var device: UInt64
+    var inode: UInt64
+
+    init(_ info: stat) {
+        device = UInt64(info.st_dev)
+        inode = UInt64(info.st_ino)
+    }
+
+    init?(path: String) {
         var info = stat()
-        guard lstat(standardized, &info) == 0 else {
-            throw NotificationError(.attachmentInvalidURL, "no file at \(standardized)")
+        guard stat(path, &info) == 0 else { return nil }
+        self.init(info)
+    }
+}
+
+/// The directories a walk watches for: where files are refused, where they are copied.
+private struct Places {
+    var protected: Set<FileID>
+    var allowed: Set<FileID>
+    var ownFolder: FileID?
+    var appDirectory: FileID?
+
+    init(store: AttachmentStore, ownFolder: String, appDirectory: String?) {
+        protected = Set(([store.root.path] + store.protectedDirectories).compactMap { FileID(path: $0) })
+        allowed = Set(store.allowedDirectories.compactMap { FileID(path: $0) })
+        self.ownFolder = FileID(path: ownFolder)
+        self.appDirectory = appDirectory.flatMap { $0.isEmpty ? nil : FileID(path: $0) }
+    }
+}
+
+/// An attachment's source file, opened without following links, with the directory that
+/// holds it.
+private struct Source {
+    let path: String
+    let name: String
+    let descriptor: Int32
+    let parent: Int32
+    let id: FileID
+    let size: Int64
+    /// In the app's own directory or its own folder of the store: copied, not moved.
+    let mustCopy: Bool
+
+    private static func errorText() -> String { String(cString: strerror(errno)) }
+
+    static func open(_ given: String, places: Places) throws(NotificationError) -> Source {
+        guard given.hasPrefix("/") else {
+            throw NotificationError(.attachmentInvalidURL, "attachment URL must be an absolute file URL (got \(given))")
         }
+        // `.` and `..` resolved in the text: with no link followed, that is what the walk would do.
+        let path = URL(fileURLWithPath: given).standardizedFileURL.path
+        let components = path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
+        guard let name = components.last, name != "..", name != "." else {
+            throw NotificationError(.attachmentInvalidURL, "\(path) is not a file")
+        }
+        var directory = Glibc.open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard directory >= 0 else { throw NotificationError(.attachmentInvalidURL, "cannot open /: \(errorText())") }
+        // The directories from `/` to the current one, as walked: a symbolic link to a
+        // directory is read and its text walked the same way (never followed by the kernel),
+        // so every directory the file lies under is seen and checked, however it is named.
+        var chain: [FileID] = []
+        var rootInfo = stat()
+        if fstat(directory, &rootInfo) == 0 { chain.append(FileID(rootInfo)) }
+        var pending = ArraySlice(components.dropLast())
+        var links = 0
+        var walked = ""
+        while let component = pending.first {
+            pending = pending.dropFirst()
+            if component == "." { continue }
+            walked += "/" + component
+            let next = openat(directory, component, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            if next < 0 {
+                let code = errno
+                if let target = Self.linkText(directory, component) {
+                    links += 1
+                    guard links <= maximumLinks else {
+                        Glibc.close(directory)
+                        throw NotificationError(.attachmentInvalidURL, "\(path): too many symbolic links in its directories")
+                    }
+                    if target.hasPrefix("/") {
+                        let root = Glibc.open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+                        guard root >= 0 else { Glibc.close(directory); throw NotificationError(.attachmentInvalidURL, "cannot open /: \(errorText())") }
+                        Glibc.close(directory)
+                        directory = root
+                        chain.removeSubrange(1...)
+                    }
+                    pending = ArraySlice(target.split(separator: "/", omittingEmptySubsequences: true).map(String.init)) + pending
+                    continue
+                }
+                Glibc.close(directory)
+                if code == ENOENT { throw NotificationError(.attachmentInvalidURL, "no file at \(path)") }
+                throw NotificationError(.attachmentInvalidURL, "cannot open \(walked) on the way to \(path): \(String(cString: strerror(code)))")
+            }
+            Glibc.close(directory)
+            directory = next
+            var info = stat()
+            guard fstat(directory, &info) == 0 else {
+                Glibc.close(directory)
+                throw NotificationError(.attachmentInvalidURL, "cannot inspect \(walked): \(errorText())")
+            }
+            if component == ".." {
+                if chain.count > 1 { chain.removeLast() }
+            } else {
+                chain.append(FileID(info))
+            }
+        }
+        let inProtected = chain.contains { places.protected.contains($0) }
+        let inAllowed = chain.contains { places.allowed.contains($0) }
+        let inOwnFolder = places.ownFolder.map { chain.contains($0) } ?? false
+        let inAppDirectory = places.appDirectory.map { chain.contains($0) } ?? false
+        // A look before opening, so that a device or a FIFO is not even opened; the check
+        // that counts is on the opened descriptor below.
+        var before = stat()
+        if fstatat(directory, name, &before, AT_SYMLINK_NOFOLLOW) == 0 {
+            if let refusal = Self.refusal(before, path: path) {
+                Glibc.close(directory)
+                throw refusal
+            }
+        }
+        let descriptor = openat(directory, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
+        if descriptor < 0 {
+            let code = errno
+            Glibc.close(directory)
+            if code == ELOOP { throw NotificationError(.attachmentInvalidURL, "\(path) is a symbolic link; attach the file itself") }
+            if code == ENOENT { throw NotificationError(.attachmentInvalidURL, "no file at \(path)") }
+            throw NotificationError(.attachmentInvalidURL, "cannot open \(path): \(String(cString: strerror(code)))")
+        }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else {
+            Glibc.close(descriptor)
+            Glibc.close(directory)
+            throw NotificationError(.attachmentInvalidURL, "cannot inspect \(path): \(errorText())")
+        }
+        if let refusal = Self.refusal(info, path: path) {
+            Glibc.close(descriptor)
+            Glibc.close(directory)
+            throw refusal
+        }
+        // In the app's own folder of the store: a copy (an attachment of a delivered
+        // notification added again). Anywhere else in the store or the data directory —
+        // another app's files, the daemon's own — is refused, however the path is spelled.
+        if inProtected, !inOwnFolder, !inAllowed {
+            Glibc.close(descriptor)
+            Glibc.close(directory)
+            throw NotificationError(.attachmentInvalidURL, "\(path) lies in the notification daemon's data directory, which holds other apps' attachments and the daemon's own files; attach a file of the app's own")
+        }
+        return Source(path: path, name: name, descriptor: descriptor, parent: directory, id: FileID(info),
+                      size: Int64(info.st_size), mustCopy: inOwnFolder || inAppDirectory)
+    }
+
+    /// Symbolic links followed in one path's directories, as the kernel's own limit (40).
+    static let maximumLinks = 40
+
+    /// The text of the symbolic link `name` in `directory`, or nil if it is none.
+    private static func linkText(_ directory: Int32, _ name: String) -> String? {
+        var buffer = [UInt8](repeating: 0, count: Int(PATH_MAX) + 1)
+        let count = buffer.withUnsafeMutableBytes { readlinkat(directory, name, $0.baseAddress!.assumingMemoryBound(to: CChar.self), $0.count - 1) }
+        guard count > 0 else { return nil }
+        return String(decoding: buffer[..<count], as: UTF8.self)
+    }
+
+    private static func refusal(_ info: stat, path: String) -> NotificationError? {
         switch info.st_mode & S_IFMT {
-        case S_IFREG:
-            return standardized
-        case S_IFLNK:
-            throw NotificationError(.attachmentInvalidURL, "\(standardized) is a symbolic link; attach the file itself")
-        default:
-            throw NotificationError(.attachmentInvalidURL, "\(standardized) is not a regular file")
+        case S_IFREG: nil
+        case S_IFLNK: NotificationError(.attachmentInvalidURL, "\(path) is a symbolic link; attach the file itself")
+        case S_IFDIR: NotificationError(.attachmentInvalidURL, "The attachment URL \(path) is a directory, not a file.")
+        default: NotificationError(.attachmentInvalidURL, "\(path) is not a regular file")
         }
     }
 
-    /// Files inside the app's own directory (its bundle) and files already in the store are copied.
-    private func mustCopy(_ source: String, appDirectory: String?) -> Bool {
-        if source.hasPrefix(root.path + "/") { return true }
-        guard let appDirectory, !appDirectory.isEmpty else { return false }
-        let dir = URL(fileURLWithPath: appDirectory).standardizedFileURL.path
-        return source.hasPrefix(dir.hasSuffix("/") ? dir : dir + "/")
+    /// Copies the opened file into `name` in the store's folder, at most `limit` bytes, and
+    /// checks the bytes copied: their size, and the type's signature at their start.
+    /// Returns the size. `created` is told the name once the file exists (for rollback).
+    func copy(to name: String, in folder: Int32, folder folderPath: String, type: AttachmentFileType, limit: Int64, created: (String) -> Void) throws(NotificationError) -> Int64 {
+        let output = openat(folder, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard output >= 0 else {
+            throw NotificationError(.attachmentMoveIntoDataStoreFailed, "cannot create \(name) in the attachment store at \(folderPath): \(Self.errorText())")
+        }
+        created(name)
+        defer { Glibc.close(output) }
+        var header: [UInt8] = []
+        var total: Int64 = 0
+        var offset: off_t = 0
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, $0.count, offset) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw NotificationError(.attachmentInvalidURL, "cannot read \(path): \(Self.errorText())")
+            }
+            if n == 0 { break }
+            offset += off_t(n)
+            total += Int64(n)
+            // The file grew past its kind's limit (or the quota) since it was checked.
+            guard total <= limit else {
+                if total > type.kind.maximumSize {
+                    throw NotificationError(.attachmentInvalidFileSize, "The \(type.kind.rawValue) attachment \(path) grew past the limit of \(type.kind.maximumSize) bytes while it was read.")
+                }
+                throw NotificationError(.attachmentMoveIntoDataStoreFailed, "the app's attachment store is full: \(path) grew while it was read")
+            }
+            if header.count < 64 { header += chunk[0..<min(n, 64 - header.count)] }
+            var written = 0
+            while written < n {
+                let w = chunk.withUnsafeBytes { write(output, $0.baseAddress! + written, n - written) }
+                if w < 0 {
+                    if errno == EINTR { continue }
+                    throw NotificationError(.attachmentMoveIntoDataStoreFailed, "cannot write into the attachment store at \(folderPath): \(Self.errorText())")
+                }
+                written += w
+            }
+        }
+        try AttachmentTypes.check(size: total, type: type, path: path)
+        try AttachmentTypes.check(header: header, type: type, path: path)
+        guard fsync(output) == 0 else {
+            throw NotificationError(.attachmentMoveIntoDataStoreFailed, "cannot write into the attachment store at \(folderPath): \(Self.errorText())")
+        }
+        return total
     }
 
-    private func move(_ source: String, to destination: String) throws {
-        if rename(source, destination) == 0 { return }
-        guard errno == EXDEV else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
-        try FileManager.default.copyItem(atPath: source, toPath: destination)
-        try FileManager.default.removeItem(atPath: source)
+    /// Removes the original's name, if it still names the file that was opened (an app
+    /// that put another file there keeps it).
+    func removeOriginal() {
+        var info = stat()
+        guard fstatat(parent, name, &info, AT_SYMLINK_NOFOLLOW) == 0, FileID(info) == id else { return }
+        unlinkat(parent, name, 0)
+    }
+
+    func closeFile() {
+        Glibc.close(descriptor)
+    }
+
+    /// Closes the directory (the file's descriptor is closed by `closeFile`).
+    func close() {
+        Glibc.close(parent)
     }
 }

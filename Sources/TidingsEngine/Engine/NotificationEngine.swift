@@ -352,7 +352,8 @@ public actor NotificationEngine {
         var stored = request
         stored.content = content
         let appDirectory = try await app(bundle)?.directory
-        stored.content.attachments = try configuration.attachments.ingest(content.attachments, bundleIdentifier: bundle, appDirectory: appDirectory)
+        // Off the actor: reading and copying files may block (AttachmentStore.ingestOffActor).
+        stored.content.attachments = try await configuration.attachments.ingestOffActor(content.attachments, bundleIdentifier: bundle, appDirectory: appDirectory)
         // The bytes as received describe `stored` exactly unless attachments moved or a
         // number was clamped.
         let body = request.content.attachments.isEmpty && content == request.content ? encoded : nil
