@@ -52,7 +52,7 @@ struct AdminEndpointTests {
     }
 
     @Test func aSlowRequestAndAnIdleKeepAliveConnectionAreClosed() async throws {
-        let h = try await GatewayHarness.start { $0.adminRequestTimeout = .milliseconds(300) }
+        let h = try await GatewayHarness.start { $0.adminRequestTimeout = .seconds(1) }
         let port = h.addresses.admin!.port!
         // Half a request head, never finished.
         let slow = try await RawClient.connect(port: port)
@@ -63,9 +63,7 @@ struct AdminEndpointTests {
         let idle = try await RawClient.connect(port: port)
         try await idle.send("GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
         #expect(await idle.wait(for: #"{"status":"ok"}"#))
-        try await Task.sleep(for: .milliseconds(150))
-        #expect(idle.isOpen, "kept alive after the response")
-        // Its second request, within the new deadline, is answered too.
+        // Kept alive: its second request, within the new deadline, is answered too.
         try await idle.send("GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
         #expect(await idle.wait(for: #"{"status":"ok"}HTTP/1.1 200 OK"#), "a second response")
         #expect(await idle.closed(within: .seconds(5)))
