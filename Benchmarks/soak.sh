@@ -15,6 +15,10 @@
 #             the "person" (the daemon's admin socket) and answered in the app's delegate
 #             (default 20)
 #
+# RETENTION (seconds, default 300): the gateway's --push-retention, so that maintenance (every
+# minute) deletes delivered pushes and the push log reaches a plateau; with the default 7 days
+# gateway.sqlite grows by ≈ 430 bytes per push for the whole run.
+#
 # Each minute prints one line: the minute, h2load's req/s and status codes, RSS, open
 # descriptors (/proc/PID/fd), and the size of each *.sqlite* file in the data directory.
 # Binaries: TIDINGS / DEVICE (gateway-bench), else built in release into .build-bench (as
@@ -47,13 +51,13 @@ if [ -z "${TIDINGS:-}" ] || [ -z "${DEVICE:-}" ]; then
 fi
 TIDINGS="${TIDINGS:-$ROOT/.build-bench/release/tidings}"
 DEVICE="${DEVICE:-$ROOT/.build-bench/release/gateway-bench}"
-echo "soak: $MINUTES min, $RATE pushes/s, $IDLE idle devices, $APP_RATE local notifications/s; load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "soak: $MINUTES min, $RATE pushes/s, $IDLE idle devices, $APP_RATE local notifications/s, push retention ${RETENTION:-300} s; load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 D="$WORK/data"
 SOCKET="$D/daemon.sock"
 "$TIDINGS" keys create --data-dir "$D" --team TEAM123456 --key-id SOAKKEY001 -o "$WORK/key.p8" --app com.example.soak --storage-policy all >/dev/null
 "$TIDINGS" serve --data-dir "$D" --socket "$SOCKET" --consent grant --development --quiet --log-level error \
-  --listen 127.0.0.1:$PORT --device-listen 127.0.0.1:$DEV_PORT --admin-listen 127.0.0.1:$ADMIN_PORT > "$WORK/serve.log" 2>&1 &
+  --push-retention "${RETENTION:-300}" --listen 127.0.0.1:$PORT --device-listen 127.0.0.1:$DEV_PORT --admin-listen 127.0.0.1:$ADMIN_PORT > "$WORK/serve.log" 2>&1 &
 SERVE=$!; PIDS+=("$SERVE")
 for _ in $(seq 300); do curl -s -o /dev/null http://127.0.0.1:$ADMIN_PORT/healthz && [ -S "$SOCKET" ] && break; sleep 0.1; done
 kill -0 "$SERVE" 2>/dev/null || { echo "tidings serve exited:"; cat "$WORK/serve.log"; exit 1; }

@@ -63,7 +63,12 @@ struct GatewayListenOptions: ParsableArguments {
     @Option(name: .customLong("max-provider-connections-per-address"), help: "Open provider connections from one IP address, at most.")
     var maxProviderConnectionsPerAddress: Int = 512
 
+    @Option(name: .customLong("push-retention"), help: "Seconds a finished push stays in the store for `tidings status` before maintenance deletes it (default: 7 days).")
+    var pushRetention: Int = 7 * 24 * 3600
+
     func apply(to c: inout GatewayConfiguration) throws {
+        guard pushRetention >= 0 else { throw ValidationError("--push-retention is a number of seconds, 0 or more") }
+        c.pushRetention = .seconds(pushRetention)
         (c.providerHost, c.providerPort) = try GatewayOptions.address(listen, "--listen")
         (c.deviceHost, c.devicePort) = try GatewayOptions.address(deviceListen, "--device-listen")
         if adminListen == "off" { c.adminHost = nil } else { (c.adminHost, c.adminPort) = try GatewayOptions.address(adminListen, "--admin-listen") }

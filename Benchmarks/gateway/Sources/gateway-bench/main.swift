@@ -141,7 +141,10 @@ case "app":
             content.title = "soak \(added)"
             content.body = "a local notification, answered a second later"
             let id = "soak-\(added)"
-            do { try await center.add(UNNotificationRequest(identifier: id, content: content, trigger: nil)) } catch { failures += 1 }
+            let error: (any Error)? = await withCheckedContinuation { done in
+                center.add(UNNotificationRequest(identifier: id, content: content, trigger: nil)) { done.resume(returning: $0) }
+            }
+            if error != nil { failures += 1 }
             waiting.append((id, ContinuousClock.now))
             added += 1
         }
