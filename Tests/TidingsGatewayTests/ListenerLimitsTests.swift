@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOEmbedded
@@ -125,6 +126,30 @@ struct ListenerLimitsTests {
     }
 
     // MARK: Caps
+
+    /// Refusals are counted each time but logged at most once per interval, with how many
+    /// there were since the last line; closing an admitted connection makes room again.
+    @Test func refusalsAreLoggedAtMostOncePerInterval() throws {
+        let lines = NIOLockedValueBox<[Logger.Metadata]>([])
+        let logger = Logger(label: "test") { _ in CollectingLogHandler(lines: lines) }
+        let metrics = GatewayMetrics()
+        let listener = ListenerGuard(listener: "provider", maximumConnections: 1, logInterval: .seconds(3600), metrics: metrics, logger: logger)
+        func channel() throws -> EmbeddedChannel {
+            let c = EmbeddedChannel()
+            c.remoteAddress = try SocketAddress(ipAddress: "127.0.0.9", port: 1)
+            return c
+        }
+        let admitted = try channel()
+        #expect(listener.admit(admitted) == nil)
+        for _ in 0..<5 { #expect(listener.admit(try channel()) == .total) }
+        #expect(lines.withLockedValue { $0.count } == 1, "one line for five refusals within the interval")
+        #expect(lines.withLockedValue { $0.first?["events_since_last_log"] } == "1")
+        #expect(String(decoding: metrics.exposition(), as: UTF8.self)
+            .contains(#"tidings_gateway_connections_refused_total{listener="provider",reason="total_cap"} 5"#))
+        _ = try admitted.finish()
+        #expect(listener.openConnections == 0)
+        #expect(listener.admit(try channel()) == nil)
+    }
 
     @Test func pastTheTotalCapAConnectionIsClosedAtOnceAndOpenOnesAreServed() async throws {
         let h = try await GatewayHarness.start { c in
@@ -283,4 +308,18 @@ final class RawClient: Sendable {
     }
 
     func close() async { try? await channel.close() }
+}
+
+/// Keeps the metadata of every line logged.
+struct CollectingLogHandler: LogHandler {
+    let lines: NIOLockedValueBox<[Logger.Metadata]>
+    var metadata: Logger.Metadata = [:]
+    var logLevel: Logger.Level = .trace
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+    func log(event: LogEvent) {
+        lines.withLockedValue { $0.append(metadata.merging(event.metadata ?? [:]) { $1 }) }
+    }
 }
