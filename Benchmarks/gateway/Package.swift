@@ -11,6 +11,8 @@ let package = Package(
         .executableTarget(name: "gateway-bench", dependencies: [
             .product(name: "TidingsDevice", package: "tidings"),
             .product(name: "TidingsCore", package: "tidings"),
+            .product(name: "TidingsDaemon", package: "tidings"),
+            .product(name: "UserNotifications", package: "tidings"),
         ]),
     ]
 )

@@ -19,6 +19,8 @@ public struct GatewayAddresses: Sendable, Hashable {
     public var admin: SocketAddress?
     /// The PEM certificate clients should trust, when the gateway made a self-signed one.
     public var certificatePath: String?
+    /// The file holding the admin endpoint's bearer token, when the endpoint requires one.
+    public var adminTokenPath: String? = nil
 }
 
 /// Builds the gateway: one `Service` that serves the provider API, the device channel and
@@ -222,11 +224,21 @@ public final class Gateway: Service, Sendable {
             HTTP2Setting(parameter: .maxHeaderListSize, value: 8000),
         ]
 
+        let configuration = self.configuration
+        let providerListener = ListenerGuard(
+            listener: "provider", maximumConnections: configuration.maximumProviderConnections,
+            maximumConnectionsPerAddress: configuration.maximumProviderConnectionsPerAddress,
+            logInterval: configuration.connectionRefusalLogInterval, metrics: core.metrics, logger: logger)
+        let deviceListener = ListenerGuard(listener: "device", logInterval: configuration.connectionRefusalLogInterval,
+                                           metrics: core.metrics, logger: logger)
+
         let provider = try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 1024)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
             .childChannelInitializer { [self] channel in
+                // Past a connection cap the connection is closed at once (the bootstrap closes it).
+                if let refusal = providerListener.admit(channel) { return channel.eventLoop.makeFailedFuture(refusal) }
                 self.track(provider: channel)
                 return channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
@@ -234,6 +246,9 @@ public final class Gateway: Service, Sendable {
                         try sync.addHandler(certificateVerifier == nil ? NIOSSLServerHandler(context: providerContext)
                             : NIOSSLServerHandler(context: providerContext) { _, verdict in verdict.succeed(.certificateVerified) })
                     }
+                    try sync.addHandler(ConnectionStartDeadlineHandler(
+                        listener: providerListener, tlsHandshakeTimeout: useTLS ? configuration.tlsHandshakeTimeout : nil,
+                        prefaceTimeout: configuration.providerPrefaceTimeout))
                     // The frames of one flush (a commit batch's responses) as one buffer: one TLS record.
                     try sync.addHandler(OutboundCoalescingHandler())
                     // A provider token sent again reaches NIOHPACK as plain text, not Huffman-coded.
@@ -265,6 +280,8 @@ public final class Gateway: Service, Sendable {
                     let sync = channel.pipeline.syncOperations
                     try sync.addHandler(ReleaseWrittenPagesHandler())  // below TLS: its ciphertext pages
                     try sync.addHandler(NIOSSLServerHandler(context: deviceContext))
+                    try sync.addHandler(ConnectionStartDeadlineHandler(
+                        listener: deviceListener, tlsHandshakeTimeout: configuration.tlsHandshakeTimeout, prefaceTimeout: nil))
                     try sync.addHandler(DeviceChannelHandler(core: core))  // reads and writes the frames itself
                 }
             }
@@ -272,22 +289,40 @@ public final class Gateway: Service, Sendable {
         runState.withLock { $0.servers.append(device) }
 
         var adminAddress: SocketAddress?
+        var adminTokenPath: String?
         if let adminHost = configuration.adminHost {
+            let adminListener = ListenerGuard(
+                listener: "admin", maximumConnections: configuration.maximumAdminConnections,
+                logInterval: configuration.connectionRefusalLogInterval, metrics: core.metrics, logger: logger)
+            // Decided before binding, so that no connection is ever served without a token that it needs.
+            let address = try SocketAddress.makeAddressResolvingHost(adminHost, port: configuration.adminPort)
+            var adminToken: AdminToken?
+            if configuration.adminTokenRequired ?? AdminToken.required(listeningOn: address) {
+                let (token, created) = try AdminToken.ensure(path: configuration.adminTokenPath)
+                if created { logger.notice("made the admin endpoint's bearer token", metadata: ["path": "\(configuration.adminTokenPath)"]) }
+                adminToken = token
+                adminTokenPath = configuration.adminTokenPath
+            }
+            let token = adminToken
             let admin = try await ServerBootstrap(group: group)
                 .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
                 .childChannelInitializer { channel in
-                    channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.configureHTTPServerPipeline()
-                        try channel.pipeline.syncOperations.addHandler(AdminHandler(core: core))
+                    if let refusal = adminListener.admit(channel) { return channel.eventLoop.makeFailedFuture(refusal) }
+                    return channel.eventLoop.makeCompletedFuture {
+                        let sync = channel.pipeline.syncOperations
+                        try sync.addHandler(AdminConnectionGuard(listener: adminListener, timeout: configuration.adminRequestTimeout,
+                                                                 maximumBytes: configuration.adminMaximumRequestBytes))
+                        try sync.configureHTTPServerPipeline()
+                        try sync.addHandler(AdminHandler(core: core, token: token))
                     }
                 }
-                .bind(host: adminHost, port: configuration.adminPort).get()
+                .bind(to: address).get()
             runState.withLock { $0.servers.append(admin) }
             adminAddress = admin.localAddress
         }
 
         let addresses = GatewayAddresses(provider: provider.localAddress!, device: device.localAddress!, admin: adminAddress,
-                                         certificatePath: certificatePath)
+                                         certificatePath: certificatePath, adminTokenPath: adminTokenPath)
         logger.notice("gateway listening", metadata: [
             "provider": "\(addresses.provider)", "device": "\(addresses.device)",
             "admin": "\(addresses.admin.map { "\($0)" } ?? "off")", "environment": "\(configuration.environment)",

@@ -133,6 +133,34 @@ public struct GatewayConfiguration: Sendable {
     /// A PING not acknowledged this long after it was sent: GOAWAY `{"reason":"IdleTimeout"}`
     /// and the connection is closed (the peer is gone).
     public var providerPingTimeout: Duration = .seconds(30)
+    /// A provider or device connection whose TLS handshake is not complete this long after
+    /// accept is closed.
+    public var tlsHandshakeTimeout: TimeAmount = .seconds(10)
+    /// A provider connection whose HTTP/2 connection preface and first SETTINGS frame have not
+    /// arrived this long after accept is closed (TLS and cleartext h2c alike).
+    public var providerPrefaceTimeout: TimeAmount = .seconds(10)
+    /// Open provider connections, at most (a provider keeps a few to a few hundred); a
+    /// connection accepted past it is closed at once.
+    public var maximumProviderConnections: Int = 4_096
+    /// Open provider connections from one source IP address, at most; past it a new one from
+    /// that address is closed at once (other addresses are still served).
+    public var maximumProviderConnectionsPerAddress: Int = 512
+    /// A refused or timed-out connection is logged at most once per this interval (with the
+    /// number refused since); each is counted in the metrics.
+    public var connectionRefusalLogInterval: TimeAmount = .seconds(10)
+    /// Admin connections open at once, at most; past it a new one is closed at once.
+    public var maximumAdminConnections: Int = 32
+    /// An admin request (head and end) must be complete this long after the connection opens
+    /// or after the previous response, else the connection is closed (slow clients and idle
+    /// keep-alive connections).
+    public var adminRequestTimeout: TimeAmount = .seconds(10)
+    /// Bytes of one admin request (or of the requests pipelined before a response), at most;
+    /// past it the connection is closed.
+    public var adminMaximumRequestBytes: Int = 8_192
+    /// Whether the admin endpoint requires `authorization: bearer <token>`, the token in
+    /// `adminTokenPath` (made on first need, mode 0600). `nil`: only when it listens on an
+    /// address that is not loopback.
+    public var adminTokenRequired: Bool? = nil
 
     public init(dataDirectory: URL) {
         self.dataDirectory = dataDirectory
@@ -143,6 +171,9 @@ public struct GatewayConfiguration: Sendable {
 
     /// `gateway.sqlite` under the data directory.
     public var databasePath: String { dataDirectory.appendingPathComponent("gateway.sqlite").path }
+
+    /// `admin-token` under the data directory: the admin endpoint's bearer token.
+    public var adminTokenPath: String { dataDirectory.appendingPathComponent("admin-token").path }
 }
 
 extension WallClock {

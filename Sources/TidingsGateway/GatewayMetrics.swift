@@ -29,6 +29,19 @@ final class GatewayMetrics: Sendable {
         providerConnections = CoreMetrics.Meter(label: "tidings_gateway_provider_connections", factory: factory)
     }
 
+    /// A connection closed at accept because a connection cap was reached (`ConnectionAdmission`).
+    func recordRefusedConnection(listener: String, reason: String) {
+        CoreMetrics.Counter(label: "tidings_gateway_connections_refused_total", dimensions: [("listener", listener), ("reason", reason)],
+                            factory: factory).increment()
+    }
+
+    /// A connection closed before it was served: its TLS handshake or HTTP/2 preface did not
+    /// arrive in time, or (admin) its request was not complete in time or too large.
+    func recordClosedConnection(listener: String, reason: String) {
+        CoreMetrics.Counter(label: "tidings_gateway_connections_closed_early_total", dimensions: [("listener", listener), ("reason", reason)],
+                            factory: factory).increment()
+    }
+
     func recordRejected(_ reason: String) {
         CoreMetrics.Counter(label: "tidings_gateway_pushes_rejected_by_reason_total", dimensions: [("reason", reason)], factory: factory).increment()
         rejected.increment()

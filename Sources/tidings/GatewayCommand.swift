@@ -38,6 +38,7 @@ struct GatewayCommand: AsyncParsableCommand {
         say("tidings gateway: provider API on \(describe(addresses.provider)) (\(configuration.providerTransport == .tls ? "HTTP/2 over TLS" : "HTTP/2 cleartext, prior knowledge")), environment \(configuration.environment)")
         say("tidings gateway: device channel on \(describe(addresses.device))")
         if let admin = addresses.admin { say("tidings gateway: admin (metrics, status) on http://\(describe(admin))") }
+        if let token = addresses.adminTokenPath { say("tidings gateway: admin endpoint token (send as 'authorization: bearer <token>'): \(token)") }
         if let cert = addresses.certificatePath { say("tidings gateway: self-signed certificate: \(cert)") }
     }
 }
@@ -50,13 +51,33 @@ struct GatewayListenOptions: ParsableArguments {
     @Option(name: .customLong("device-listen"), help: "Device channel address.")
     var deviceListen: String = "127.0.0.1:2196"
 
-    @Option(name: .customLong("admin-listen"), help: "Admin endpoint (/metrics, /status/<apns-id>) address, or 'off'.")
+    @Option(name: .customLong("admin-listen"), help: "Admin endpoint (/metrics, /status/<apns-id>, /healthz) address, or 'off'. On an address other than loopback it requires the bearer token in <data dir>/admin-token (made on first start).")
     var adminListen: String = "127.0.0.1:2198"
 
+    @Flag(name: .customLong("admin-token"), help: "Require the admin endpoint's bearer token on loopback too.")
+    var adminToken = false
+
+    @Option(name: .customLong("max-provider-connections"), help: "Open provider connections, at most; past it a new one is closed at once.")
+    var maxProviderConnections: Int = 4_096
+
+    @Option(name: .customLong("max-provider-connections-per-address"), help: "Open provider connections from one IP address, at most.")
+    var maxProviderConnectionsPerAddress: Int = 512
+
+    @Option(name: .customLong("push-retention"), help: "Seconds a finished push stays in the store for `tidings status` before maintenance deletes it (default: 7 days).")
+    var pushRetention: Int = 7 * 24 * 3600
+
     func apply(to c: inout GatewayConfiguration) throws {
+        guard pushRetention >= 0 else { throw ValidationError("--push-retention is a number of seconds, 0 or more") }
+        c.pushRetention = .seconds(pushRetention)
         (c.providerHost, c.providerPort) = try GatewayOptions.address(listen, "--listen")
         (c.deviceHost, c.devicePort) = try GatewayOptions.address(deviceListen, "--device-listen")
         if adminListen == "off" { c.adminHost = nil } else { (c.adminHost, c.adminPort) = try GatewayOptions.address(adminListen, "--admin-listen") }
+        if adminToken { c.adminTokenRequired = true }
+        guard maxProviderConnections >= 1, maxProviderConnectionsPerAddress >= 1 else {
+            throw ValidationError("--max-provider-connections and --max-provider-connections-per-address are at least 1")
+        }
+        c.maximumProviderConnections = maxProviderConnections
+        c.maximumProviderConnectionsPerAddress = maxProviderConnectionsPerAddress
     }
 }
 

@@ -16,9 +16,19 @@ struct Status: AsyncParsableCommand {
     @Flag(help: "Print JSON.")
     var json = false
 
+    @Option(help: "Ask a running gateway's admin endpoint (HOST:PORT) instead of reading the data directory, e.g. 127.0.0.1:2198.")
+    var admin: String?
+
+    @Option(name: .customLong("admin-token-file"), help: "The admin endpoint's token file (default: <data dir>/admin-token when it exists).")
+    var adminTokenFile: String?
+
     func run() async throws {
-        let registry = try GatewayRegistry(dataDirectory: gatewayDataDirectory(dataDirectory))
-        let statuses = try registry.status(apnsID: apnsID)
+        let statuses: [PushStatus]
+        if let admin {
+            statuses = try await fromAdminEndpoint(admin)
+        } else {
+            statuses = try GatewayRegistry(dataDirectory: gatewayDataDirectory(dataDirectory)).status(apnsID: apnsID)
+        }
         guard !statuses.isEmpty else { throw CLIError("no push with apns-id \(apnsID)") }
         if json {
             let encoder = JSONEncoder()
@@ -40,6 +50,32 @@ struct Status: AsyncParsableCommand {
             line("answered", s.answeredAt)
             if let d = s.discardReason { line("discarded", s.discardedAt); print("  reason     \(d)") }
             line("expires", s.expiresAt)
+        }
+    }
+
+    /// `GET /status/<apns-id>`, with the bearer token when there is a token file.
+    private func fromAdminEndpoint(_ address: String) async throws -> [PushStatus] {
+        let (host, port) = try GatewayOptions.address(address, "--admin")
+        let defaultTokenFile = GatewayConfiguration(dataDirectory: gatewayDataDirectory(dataDirectory)).adminTokenPath
+        let tokenFile = adminTokenFile ?? (FileManager.default.fileExists(atPath: defaultTokenFile) ? defaultTokenFile : nil)
+        let response: AdminEndpointClient.Response
+        do {
+            let token = try tokenFile.map(AdminEndpointClient.token(fromFile:))
+            let id = apnsID.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(CharacterSet(charactersIn: "/"))) ?? apnsID
+            response = try await AdminEndpointClient.get(host: host, port: port, path: "/status/\(id)", token: token)
+        } catch {
+            throw CLIError("\(error)")
+        }
+        switch response.status {
+        case 200: break
+        case 404: throw CLIError("no push with apns-id \(apnsID)")
+        case 401: throw CLIError("the admin endpoint wants its bearer token: --admin-token-file <gateway data dir>/admin-token")
+        default: throw CLIError("the admin endpoint answered \(response.status): \(String(decoding: response.body, as: UTF8.self))")
+        }
+        do {
+            return try JSONDecoder().decode([PushStatus].self, from: Data(response.body))
+        } catch {
+            throw CLIError("the admin endpoint's answer is not a push status list: \(error)")
         }
     }
 }

@@ -63,4 +63,28 @@ struct CLITests {
         await device.close()
         await h.stop()
     }
+
+    /// `tidings status --admin`: asks a running gateway's admin endpoint, sending the token
+    /// from the data directory; without it the endpoint's 401 becomes a clear error.
+    @Test func statusThroughTheAdminEndpointSendsTheToken() async throws {
+        guard requireTool(CrashTests.executable != nil, "the tidings executable next to the test bundle") else { return }
+        let h = try await GatewayHarness.start { $0.adminTokenRequired = true }
+        let token = try await h.deviceToken()
+        let c = try await h.connect()
+        let apnsID = try #require(try await c.send(h.request(token: token, authorization: try h.bearer())).apnsID)
+        let admin = "127.0.0.1:\(h.addresses.admin!.port!)"
+        let status = try await tidings(["status", apnsID, "--admin", admin, "--data-dir", h.directory.path])
+        #expect(status.status == 0, "\(status.stderr)")
+        #expect(status.stdout.contains(apnsID))
+        #expect(status.stdout.contains("accepted"))
+        let elsewhere = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-empty-\(UUID().uuidString)").path
+        let refused = try await tidings(["status", apnsID, "--admin", admin, "--data-dir", elsewhere])
+        #expect(refused.status != 0)
+        #expect(refused.stderr.contains("bearer token"), "\(refused.stderr)")
+        let explicit = try await tidings(["status", apnsID, "--admin", admin, "--data-dir", elsewhere,
+                                          "--admin-token-file", try #require(h.addresses.adminTokenPath)])
+        #expect(explicit.status == 0, "\(explicit.stderr)")
+        await c.close()
+        await h.stop()
+    }
 }

@@ -1,7 +1,10 @@
 import Crypto
 import Foundation
+import Synchronization
 import TidingsCore
+import TidingsDaemon
 import TidingsDevice
+import UserNotifications
 
 // gateway-bench device HOST PORT CERT TOPIC COUNT [KEYFILE]
 //   One device: prints "TOKEN <hex>", then receives and acknowledges COUNT pushes and prints
@@ -11,6 +14,12 @@ import TidingsDevice
 // gateway-bench idle HOST PORT CERT CONNECTIONS SOURCES
 //   Opens CONNECTIONS device connections from the comma-separated SOURCES addresses and holds
 //   them; prints "CONNECTED n" and waits for stdin to close.
+// gateway-bench app SOCKET BUNDLE_ID RATE SECONDS
+//   An app (run with TIDINGS_SOCKET and TIDINGS_BUNDLE_ID, the daemon in development mode,
+//   consent granted) that adds RATE local notifications per second (delivered at once) for
+//   SECONDS, while a person (the daemon's admin socket, as `tidings notifications respond`)
+//   taps each one a second later and the app's delegate counts the responses and removes the
+//   answered notifications. Prints "APP …" every minute and at the end.
 
 func nowMs() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
 
@@ -95,6 +104,64 @@ case "idle":
     fflush(nil)
     while readLine() != nil {}
     for c in connected { await c.close() }
+
+case "app":
+    let (socket, bundleID, rate, seconds) = (args[2], args[3], Double(args[4])!, Double(args[5])!)
+    final class Responses: NSObject, UNUserNotificationCenterDelegate, Sendable {
+        let count = Atomic<Int>(0)
+        func userNotificationCenter(_ center: UNUserNotificationCenter, willPresent notification: UNNotification,
+                                    withCompletionHandler completionHandler: @escaping @Sendable (UNNotificationPresentationOptions) -> Void) {
+            completionHandler([.banner, .list])
+        }
+        func userNotificationCenter(_ center: UNUserNotificationCenter, didReceive response: UNNotificationResponse,
+                                    withCompletionHandler completionHandler: @escaping @Sendable () -> Void) {
+            count.add(1, ordering: .relaxed)
+            center.removeDeliveredNotifications(withIdentifiers: [response.notification.request.identifier])
+            completionHandler()
+        }
+    }
+    let center = UNUserNotificationCenter.current()
+    let responses = Responses()
+    center.delegate = responses
+    guard try await center.requestAuthorization(options: [.alert, .sound]) else { fatalError("authorization denied (serve --consent grant)") }
+    let person = try await AdminClient.connect(socketPath: socket)
+    let start = ContinuousClock.now
+    var added = 0, answered = 0, failures = 0, lastReport = start
+    var waiting: [(String, ContinuousClock.Instant)] = []
+    func report() {
+        print("APP added \(added) answered \(answered) responses received \(responses.count.load(ordering: .relaxed)) failures \(failures)")
+        fflush(nil)
+    }
+    while ContinuousClock.now - start < .seconds(seconds) {
+        let now = ContinuousClock.now
+        // Adds due by now at RATE per second.
+        let due = Int((now - start) / .seconds(1) * rate)
+        while added < due {
+            let content = UNMutableNotificationContent()
+            content.title = "soak \(added)"
+            content.body = "a local notification, answered a second later"
+            let id = "soak-\(added)"
+            let error: (any Error)? = await withCheckedContinuation { done in
+                center.add(UNNotificationRequest(identifier: id, content: content, trigger: nil)) { done.resume(returning: $0) }
+            }
+            if error != nil { failures += 1 }
+            waiting.append((id, ContinuousClock.now))
+            added += 1
+        }
+        // The person taps what has been shown for a second.
+        while let (id, at) = waiting.first, ContinuousClock.now - at >= .seconds(1) {
+            waiting.removeFirst()
+            do {
+                _ = try await person.send(.respond(bundleIdentifier: bundleID, identifier: id, actionIdentifier: ActionIdentifier.default, userText: nil))
+                answered += 1
+            } catch { failures += 1 }
+        }
+        if ContinuousClock.now - lastReport >= .seconds(60) { report(); lastReport = ContinuousClock.now }
+        try await Task.sleep(for: .milliseconds(20))
+    }
+    try await Task.sleep(for: .seconds(2))
+    report()
+    person.close()
 
 default:
     fatalError("unknown mode \(args[1])")
