@@ -57,7 +57,7 @@ D="$WORK/data"
 SOCKET="$D/daemon.sock"
 "$TIDINGS" keys create --data-dir "$D" --team TEAM123456 --key-id SOAKKEY001 -o "$WORK/key.p8" --app com.example.soak --storage-policy all >/dev/null
 "$TIDINGS" serve --data-dir "$D" --socket "$SOCKET" --consent grant --development --quiet --log-level error \
-  --push-retention "${RETENTION:-300}" --listen 127.0.0.1:$PORT --device-listen 127.0.0.1:$DEV_PORT --admin-listen 127.0.0.1:$ADMIN_PORT > "$WORK/serve.log" 2>&1 &
+  --push-retention "${RETENTION:-300}" --device-rate-limit 0 --new-device-rate-limit 0 --listen 127.0.0.1:$PORT --device-listen 127.0.0.1:$DEV_PORT --admin-listen 127.0.0.1:$ADMIN_PORT > "$WORK/serve.log" 2>&1 &
 SERVE=$!; PIDS+=("$SERVE")
 for _ in $(seq 300); do curl -s -o /dev/null http://127.0.0.1:$ADMIN_PORT/healthz && [ -S "$SOCKET" ] && break; sleep 0.1; done
 kill -0 "$SERVE" 2>/dev/null || { echo "tidings serve exited:"; cat "$WORK/serve.log"; exit 1; }

@@ -66,7 +66,26 @@ struct GatewayListenOptions: ParsableArguments {
     @Option(name: .customLong("push-retention"), help: "Seconds a finished push stays in the store for `tidings status` before maintenance deletes it (default: 7 days).")
     var pushRetention: Int = 7 * 24 * 3600
 
+    // The limits below are shared by `gateway` and `serve` (load tests run either).
+    @Option(name: .customLong("device-rate-limit"), help: "Pushes per second per device token before 429 TooManyRequests (0: no limit).")
+    var deviceRateLimit: Double = 1000
+
+    @Option(name: .customLong("device-rate-burst"), help: "Burst size of the per-device limit.")
+    var deviceRateBurst: Double = 2000
+
+    @Option(name: .customLong("new-device-rate-limit"), help: "New device identities per second, over all sources (per source: a tenth); 0: no limit (load tests).")
+    var newDeviceRateLimit: Double = 100
+
     func apply(to c: inout GatewayConfiguration) throws {
+        guard [deviceRateLimit, deviceRateBurst, newDeviceRateLimit].allSatisfy({ $0.isFinite && $0 >= 0 }) else {
+            throw ValidationError("--device-rate-limit, --device-rate-burst and --new-device-rate-limit are numbers, 0 or more")
+        }
+        c.deviceRateLimitPerSecond = deviceRateLimit
+        c.deviceRateLimitBurst = deviceRateBurst
+        c.newDevicesPerSecond = newDeviceRateLimit
+        c.newDevicesBurst = newDeviceRateLimit * 10
+        c.newDevicesPerSourcePerSecond = newDeviceRateLimit / 10
+        c.newDevicesPerSourceBurst = newDeviceRateLimit
         guard pushRetention >= 0 else { throw ValidationError("--push-retention is a number of seconds, 0 or more") }
         c.pushRetention = .seconds(pushRetention)
         (c.providerHost, c.providerPort) = try GatewayOptions.address(listen, "--listen")
@@ -100,15 +119,6 @@ struct GatewayOptions: ParsableArguments {
     @Option(help: "The environment the provider API serves: development or production.")
     var environment: String = "development"
 
-    @Option(name: .customLong("device-rate-limit"), help: "Pushes per second per device token before 429 TooManyRequests (0: no limit).")
-    var deviceRateLimit: Double = 1000
-
-    @Option(name: .customLong("device-rate-burst"), help: "Burst size of the per-device limit.")
-    var deviceRateBurst: Double = 2000
-
-    @Option(name: .customLong("new-device-rate-limit"), help: "New device identities per second, over all sources (per source: a tenth); 0: no limit (load tests).")
-    var newDeviceRateLimit: Double = 100
-
     @Option(name: .customLong("unauthenticated-stream-limit"), help: "Streams allowed before a connection's first valid token (APNs: 1).")
     var unauthenticatedStreamLimit: Int = 1
 
@@ -130,12 +140,6 @@ struct GatewayOptions: ParsableArguments {
         }
         guard let env = APNsEnvironment(name: environment) else { throw ValidationError("--environment is development or production") }
         c.environment = env
-        c.deviceRateLimitPerSecond = deviceRateLimit
-        c.deviceRateLimitBurst = deviceRateBurst
-        c.newDevicesPerSecond = newDeviceRateLimit
-        c.newDevicesBurst = newDeviceRateLimit * 10
-        c.newDevicesPerSourcePerSecond = newDeviceRateLimit / 10
-        c.newDevicesPerSourceBurst = newDeviceRateLimit
         c.unauthenticatedStreamLimit = max(1, unauthenticatedStreamLimit)
         c.eventLoopThreads = threads
         c.logger = logger
