@@ -100,8 +100,34 @@ public final class NotificationDaemon: Service {
     }
 }
 
+/// Raises this process's soft limit on open descriptors (`RLIMIT_NOFILE`) to its hard
+/// limit, and returns the limits then in force (nil if they cannot be read). The daemon's
+/// descriptors grow with its connections: each of the 128 app connections may be in an
+/// `add` holding up to 102 (the store's folder, one file, and one directory per distinct
+/// folder its up to 100 attachments lie in), about 13,000 in all, past the usual soft
+/// limit of 1,024 (docs/security.md, "Attachments (daemon)").
+@discardableResult
+public func raiseOpenFileLimit() -> (soft: UInt64, hard: UInt64)? {
+    #if os(Linux)
+    let resource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
+    #else
+    let resource = RLIMIT_NOFILE
+    #endif
+    var limit = rlimit()
+    guard getrlimit(resource, &limit) == 0 else { return nil }
+    if limit.rlim_cur < limit.rlim_max {
+        var raised = limit
+        raised.rlim_cur = limit.rlim_max
+        if setrlimit(resource, &raised) == 0 { limit = raised }
+    }
+    return (UInt64(limit.rlim_cur), UInt64(limit.rlim_max))
+}
+
 /// Opens the data directory (creating it), the SQLite store and the socket.
 public func buildDaemon(_ configuration: DaemonConfiguration) async throws -> NotificationDaemon {
+    if let limit = raiseOpenFileLimit(), limit.soft < 16_384 {
+        configuration.logger.warning("the limit on open files is low for the daemon's connections and attachments (docs/security.md)", metadata: ["RLIMIT_NOFILE": "\(limit.soft)"])
+    }
     let fm = FileManager.default
     try fm.createDirectory(atPath: configuration.dataDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
     let store = try SQLiteDeviceStore(path: configuration.dataDirectory + "/device.sqlite")
@@ -114,11 +140,11 @@ public func buildDaemon(_ configuration: DaemonConfiguration) async throws -> No
     var presenters = configuration.presenters
     if configuration.terminalPresenter { presenters.append(TerminalPresenter()) }
     var extensionConfiguration = configuration.serviceExtensions ?? ServiceExtensionConfiguration(containerRoot: configuration.dataDirectory + "/extensions")
-    // No attachment from the data directory (the daemon's files, other apps' stores), but
-    // for the service extensions' containers, whose files the runner moves into the store.
+    // No attachment from the data directory (the daemon's files, other apps' stores, the
+    // service extensions' containers): the runner allows each extension's own container
+    // for the files of its own call only (`AttachmentStore.allowing`).
     let attachments = AttachmentStore(root: URL(fileURLWithPath: configuration.dataDirectory).appendingPathComponent("attachments"),
-                                      protectedDirectories: [configuration.dataDirectory],
-                                      allowedDirectories: [extensionConfiguration.containerRoot])
+                                      protectedDirectories: [configuration.dataDirectory])
     // Extensions may use UNUserNotificationCenter, as on iOS: point them at this daemon.
     if extensionConfiguration.environment["TIDINGS_SOCKET"] == nil { extensionConfiguration.environment["TIDINGS_SOCKET"] = socketPath }
     let serviceExtensionRunner = ServiceExtensionRunner(

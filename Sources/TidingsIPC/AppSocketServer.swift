@@ -5,19 +5,52 @@ import NIOPosix
 import Synchronization
 import TidingsCore
 
+/// A connection's requests, in the order they were sent. Taking one makes room for the
+/// next (`AppSocketLimits.maximumQueuedRequests`, `maximumQueuedBytes`): while the queue is
+/// full the daemon does not read the connection.
+public struct AppRequests: AsyncSequence, Sendable {
+    public typealias Element = ReceivedRequest
+    let stream: AsyncStream<(ReceivedRequest, Int)>
+    let gate: RequestGate
+    let resume: @Sendable () -> Void
+
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        var base: AsyncStream<(ReceivedRequest, Int)>.AsyncIterator
+        let gate: RequestGate
+        let resume: @Sendable () -> Void
+
+        public mutating func next() async -> ReceivedRequest? {
+            guard let (request, bytes) = await base.next() else { return nil }
+            if gate.took(bytes) { resume() }
+            return request
+        }
+    }
+
+    public func makeAsyncIterator() -> AsyncIterator {
+        AsyncIterator(base: stream.makeAsyncIterator(), gate: gate, resume: resume)
+    }
+}
+
 /// One app's connection, as the daemon sees it.
 public final class AppServerConnection: Sendable {
     public let credentials: PeerCredentials?
     /// The app's requests, in the order they were sent.
-    public let requests: AsyncStream<ReceivedRequest>
+    public let requests: AppRequests
     private let channel: any Channel
     private let writer: CoalescingWriter
 
-    init(channel: any Channel, credentials: PeerCredentials?, requests: AsyncStream<ReceivedRequest>) {
+    init(channel: any Channel, credentials: PeerCredentials?, requests: AppRequests) {
         self.channel = channel
         self.writer = CoalescingWriter(channel: channel)
         self.credentials = credentials
         self.requests = requests
+    }
+
+    /// Requests decoded and not yet taken, and whether the daemon stopped reading the
+    /// connection because of them (for inspection and tests).
+    public var queuedRequests: (count: Int, bytes: Int, readingStopped: Bool) {
+        let queued = requests.gate.queued
+        return (queued.count, queued.bytes, queued.stalled)
     }
 
     /// Sends a reply. `compact` lets a plain `ok` travel as a binary frame: set it when
@@ -77,17 +110,25 @@ public final class AppSocketServer: Sendable {
                     return refuse(child, .tooManyConnections(limits.maximumConnections))
                 }
                 child.closeFuture.whenComplete { _ in live.value.withLock { $0 -= 1 } }
-                let (requests, requestSink) = AsyncStream<ReceivedRequest>.makeStream()
+                let (stream, requestSink) = AsyncStream<(ReceivedRequest, Int)>.makeStream()
                 // Who the peer is, read now, at accept: what it runs when it says hello
                 // later must be what it ran when it connected.
                 return PeerCredentialsFuture.read(child).flatMapThrowing { credentials in
                     let sync = child.pipeline.syncOperations
-                    // A peer that does not read its replies stops being read from: the
+                    // A peer whose requests wait (the daemon takes them one at a time) stops
+                    // being read from: at most `maximumQueuedRequests` wait. Nearest the
+                    // socket, so that every read passes it, the back-pressure handler's too.
+                    let gate = RequestGate(maximumCount: max(limits.maximumQueuedRequests, 1), maximumBytes: limits.maximumQueuedBytes)
+                    let decoder = AppFrameDecoder(limit: limits.maximumFrameLength, firstFrameTimeout: limits.helloTimeAmount, gate: gate)
+                    try sync.addHandler(decoder)
+                    // A peer that does not read its replies stops being read from too: the
                     // daemon's outbound buffer stays within the channel's write watermarks.
                     try sync.addHandler(BackPressureHandler())
-                    try sync.addHandler(AppFrameDecoder(limit: limits.maximumFrameLength, firstFrameTimeout: limits.helloTimeAmount))
                     try sync.addHandler(LengthFieldPrepender(lengthFieldBitLength: .fourBytes))
                     try sync.addHandler(ServerInboundHandler(sink: requestSink))
+                    let bound = NIOLoopBound(decoder, eventLoop: child.eventLoop)
+                    let eventLoop = child.eventLoop
+                    let requests = AppRequests(stream: stream, gate: gate, resume: { eventLoop.execute { bound.value.resume() } })
                     sink.yield(AppServerConnection(channel: child, credentials: credentials, requests: requests))
                 }
             }
@@ -161,9 +202,9 @@ private enum PeerCredentialsFuture {
 
 private final class ServerInboundHandler: ChannelInboundHandler, Sendable {
     typealias InboundIn = ByteBuffer
-    let sink: AsyncStream<ReceivedRequest>.Continuation
+    let sink: AsyncStream<(ReceivedRequest, Int)>.Continuation
 
-    init(sink: AsyncStream<ReceivedRequest>.Continuation) {
+    init(sink: AsyncStream<(ReceivedRequest, Int)>.Continuation) {
         self.sink = sink
     }
 
@@ -174,7 +215,8 @@ private final class ServerInboundHandler: ChannelInboundHandler, Sendable {
             context.close(promise: nil)
             return
         }
-        sink.yield(envelope)
+        // With its frame's length: the gate counts it out when the daemon takes it.
+        sink.yield((envelope, buffer.readableBytes))
     }
 
     func channelInactive(context: ChannelHandlerContext) {

@@ -67,10 +67,18 @@ public enum IPCCodec {
         return .reply(id: id, .ok)
     }
 
-    /// The client's handlers that turn a stream socket into frames of `ByteBuffer`s, no
-    /// longer than `maximumFrameLength` (the daemon's side adds a hello timeout).
+    /// The longest daemon frame a client reads: any length the 4-byte prefix can carry.
+    /// The daemon is trusted by its clients, and its replies and events may be far over
+    /// `maximumFrameLength` (a `pendingRequests` listing without a pending limit, an
+    /// `.added` request with its `userInfo`, an admin listing).
+    public static let maximumDaemonFrameLength = Int(UInt32.max)
+
+    /// The client's handlers that turn a stream socket into frames of `ByteBuffer`s. What
+    /// the client sends is kept within `maximumFrameLength` by `AppSocketClient`; what it
+    /// reads, within `maximumDaemonFrameLength` (the daemon's side reads with its own
+    /// limits and a hello timeout).
     public static func addFraming(to pipeline: ChannelPipeline.SynchronousOperations) throws {
-        try pipeline.addHandler(AppFrameDecoder(limit: maximumFrameLength, firstFrameTimeout: nil))
+        try pipeline.addHandler(AppFrameDecoder(limit: maximumDaemonFrameLength, firstFrameTimeout: nil))
         try pipeline.addHandler(LengthFieldPrepender(lengthFieldBitLength: .fourBytes))
     }
 }

@@ -118,6 +118,42 @@ struct BannerDurabilityTests {
         await crashed.stop()
     }
 
+    @Test("a banner the delivered list does not keep, shown again after a crash: its attachment files go once shown")
+    func replayedBannerReleasesItsFiles() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-banner-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let presenter = StalledPresenter(.beforeShowing)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let store = try SQLiteDeviceStore(path: directory.appendingPathComponent("device.sqlite").path)
+        let crashed = try await EngineUnderTest.start(clock: TestWallClock(), store: store, directory: directory, presenters: [presenter])
+        let bundle = "com.example.banners"
+        let app = try await EngineUnderTest.connect(crashed.engine, bundle, directory: directory)
+        _ = await app.request(.requestAuthorization([.alert]))
+        // A banner, not kept in the notification center's list.
+        _ = try await crashed.engine.updateSettings(bundle) { $0.notificationCenterSetting = .disabled }
+        let source = directory.appendingPathComponent("photo.png").path
+        try Data(AttachmentStoreTests.png).write(to: URL(fileURLWithPath: source))
+        var content = NotificationContentValue()
+        content.title = "With a picture"
+        content.attachments = [AttachmentValue(identifier: "p", path: source, type: "")]
+        guard case .added(let added) = await app.request(.add(NotificationRequestValue(identifier: "now", content: content, trigger: nil))) else {
+            Issue.record("the add failed")
+            return
+        }
+        let stored = try #require(added.content.attachments.first?.path)
+        #expect(await eventually { presenter.asked == ["now"] })
+        #expect(await app.deliveredIdentifiers().isEmpty, "not in the list")
+        #expect(FileManager.default.fileExists(atPath: stored), "the crashed engine never showed it")
+
+        let restarted = try await NotificationTestSystem.start(storage: .sqlite, directory: directory)
+        await restarted.settle()
+        #expect(restarted.presenter.presentedIdentifiers == ["now"], "shown at the next start")
+        #expect(await eventually(within: 10) { !FileManager.default.fileExists(atPath: stored) }, "nothing refers to the file any more")
+        await restarted.shutdown(removeFiles: false)
+        presenter.release()
+        await crashed.stop()
+    }
+
     @Test("a timed and a delegate-asked fire are presented only after their commit, and their records go once shown", arguments: [NotificationTestSystem.Storage.memory, .sqlite])
     func recordsGoOnceShown(storage: NotificationTestSystem.Storage) async throws {
         let system = try await NotificationTestSystem.start(storage: storage)

@@ -25,7 +25,8 @@ struct ExtensionHarness {
 
     init(executable: String = Built.fixture, deadline: TimeInterval = ServiceExtensionConfiguration.defaultDeadline,
          grace: TimeInterval = ServiceExtensionConfiguration.defaultGrace,
-         memoryLimit: Int? = ServiceExtensionConfiguration.defaultMemoryLimit, reuse: Bool = true, behindSymlink: Bool = false) throws {
+         memoryLimit: Int? = ServiceExtensionConfiguration.defaultMemoryLimit, reuse: Bool = true, behindSymlink: Bool = false,
+         protectDataDirectory: Bool = false) throws {
         directory = URL(fileURLWithPath: "/tmp/tex-\(UUID().uuidString.prefix(8).lowercased())")
         if behindSymlink {
             // Everything is reached through a symbolic link to the real directory.
@@ -35,7 +36,10 @@ struct ExtensionHarness {
         }
         let appDirectory = directory.appendingPathComponent("app")
         try FileManager.default.createDirectory(at: appDirectory, withIntermediateDirectories: true)
-        attachments = AttachmentStore(root: directory.appendingPathComponent("data/attachments"))
+        // As the daemon builds it (`protectDataDirectory`): nothing from the data directory,
+        // the extensions' containers included, but what the runner allows per call.
+        attachments = AttachmentStore(root: directory.appendingPathComponent("data/attachments"),
+                                      protectedDirectories: protectDataDirectory ? [directory.appendingPathComponent("data").path] : [])
         record = AppExtensionRecord(bundleIdentifier: "com.example.tests.service", point: .service, executable: executable)
         app = AppRecord(bundleIdentifier: "com.example.tests", displayName: "Tests", executable: "/bin/true",
                         directory: appDirectory.path, extensions: [record], installedAt: Date(timeIntervalSince1970: 0))

@@ -189,6 +189,30 @@ struct ServiceExtensionRunnerTests {
     }
 }
 
+extension ServiceExtensionRunnerTests {
+    @Test("with the data directory protected, as in the daemon: the extension's own container is allowed for its call; another extension's container and the app store's files are not")
+    func ownContainerOnly() async throws {
+        let h = try ExtensionHarness(protectDataDirectory: true)
+        // A file in another extension's container (under the data directory).
+        let other = h.directory.appendingPathComponent("data/extensions/com.example.tests.other")
+        try FileManager.default.createDirectory(at: other, withIntermediateDirectories: true)
+        let theirs = other.appendingPathComponent("theirs.png")
+        try Data([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] + [UInt8](repeating: 0, count: 24)).write(to: theirs)
+        let outcome = await h.modify(h.request("attach", ["outside": .string(theirs.path)]))
+        #expect(outcome.content.attachments.map(\.identifier) == ["good"], "\(outcome.rejectedAttachments)")
+        #expect(outcome.rejectedAttachments.contains { $0.hasPrefix("outside:") })
+        #expect(FileManager.default.fileExists(atPath: theirs.path))
+        // The store itself allows no container for app adds.
+        let own = h.container + "/mine.png"
+        try FileManager.default.createDirectory(atPath: h.container, withIntermediateDirectories: true)
+        try Data([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] + [UInt8](repeating: 0, count: 24)).write(to: URL(fileURLWithPath: own))
+        #expect(throws: NotificationError.self) {
+            _ = try h.attachments.ingest([AttachmentValue(identifier: "m", path: own, type: "")], bundleIdentifier: h.app.bundleIdentifier, appDirectory: nil)
+        }
+        await h.close()
+    }
+}
+
 @Suite("Service extension request state machine")
 struct ServiceExtensionRequestStateMachineTests {
     typealias Machine = ServiceExtensionRequestStateMachine

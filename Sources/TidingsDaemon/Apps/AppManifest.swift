@@ -1,5 +1,6 @@
 import Foundation
 import TidingsCore
+import TidingsEngine
 
 /// An app's manifest: the Info.plist of Linux. JSON, next to (or naming) the executable.
 ///
@@ -91,10 +92,7 @@ public struct AppManifest: Sendable, Hashable, Codable {
     }
 
     static func checkBundleIdentifier(_ identifier: String, what: String) throws(ManifestError) {
-        let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-")
-        let parts = identifier.split(separator: ".", omittingEmptySubsequences: false)
-        guard !identifier.isEmpty, identifier.count <= 255, identifier.allSatisfy(allowed.contains),
-              parts.count >= 2, parts.allSatisfy({ !$0.isEmpty }) else {
+        guard BundleIdentifier.isValid(identifier) else {
             throw ManifestError("\(what) \"\(identifier)\" is not a reverse-DNS identifier like com.example.app (letters, digits, '-' and '.')")
         }
     }

@@ -74,6 +74,15 @@ struct AppConnectionHandler {
     /// Which installed app the peer is. Outside development mode the peer's executable must
     /// be the one an app's manifest names; `TIDINGS_BUNDLE_ID` only chooses among those.
     func identify(_ hello: AppHello, credentials: PeerCredentials?) async -> Result<AppRecord, NotificationError> {
+        // A claimed bundle identifier names folders (in development mode, a new app's):
+        // reverse DNS only, never `..` or a `/`.
+        if let claimed = hello.bundleIdentifier {
+            do throws(NotificationError) {
+                try BundleIdentifier.check(claimed)
+            } catch {
+                return .failure(error)
+            }
+        }
         let apps = (try? await engine.installedApps()) ?? []
         // The executable read when the connection was accepted, and only while the peer is
         // still that process running that program: a process that connects and then execs

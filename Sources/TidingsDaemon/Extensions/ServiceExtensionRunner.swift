@@ -48,7 +48,7 @@ public struct ServiceExtensionConfiguration: Sendable {
 public actor ServiceExtensionRunner: ServiceExtensionRunning {
     public nonisolated let configuration: ServiceExtensionConfiguration
     private let clock: any WallClock
-    private let attachments: AttachmentStore
+    private nonisolated let attachments: AttachmentStore
     private let logger: Logger
     private var idle: [String: ExtensionProcess] = [:]
     private var nextRequestID: UInt64 = 1
@@ -95,7 +95,7 @@ public actor ServiceExtensionRunner: ServiceExtensionRunning {
         switch result {
         case .deliver(let content, let note, let reuse):
             if reuse { checkIn(process) } else { process.kill() }
-            let (stored, rejected) = store(content.attachments, original: request.content, app: app, container: container)
+            let (stored, rejected) = await store(content.attachments, original: request.content, app: app, container: container)
             var delivered = content
             delivered.attachments = stored
             for reason in rejected {
@@ -242,8 +242,12 @@ public actor ServiceExtensionRunner: ServiceExtensionRunning {
     /// same validation as `add` (`AttachmentStore.ingest`), one at a time: a file that fails
     /// is left out and reported, the others are delivered. A file must lie in the
     /// extension's container (moved) or in the app's directory (copied); an attachment of
-    /// the original content that is already in the store passes unchanged.
-    private func store(_ files: [AttachmentValue], original: NotificationContentValue, app: AppRecord, container: String) -> (stored: [AttachmentValue], rejected: [String]) {
+    /// the original content that is already in the store passes unchanged. Only this
+    /// extension's container is allowed inside the data directory (not another extension's),
+    /// and the files are read off the actor (`ingestOffActor`): a slow file system stalls
+    /// this push, not the runner.
+    private nonisolated func store(_ files: [AttachmentValue], original: NotificationContentValue, app: AppRecord, container: String) async -> (stored: [AttachmentValue], rejected: [String]) {
+        let attachments = self.attachments.allowing([container])
         var stored: [AttachmentValue] = []
         var rejected: [String] = []
         // Each root as named and with its symbolic links resolved: the data directory may
@@ -266,7 +270,7 @@ public actor ServiceExtensionRunner: ServiceExtensionRunning {
                 continue
             }
             do {
-                stored += try attachments.ingest([file], bundleIdentifier: app.bundleIdentifier, appDirectory: app.directory)
+                stored += try await attachments.ingestOffActor([file], bundleIdentifier: app.bundleIdentifier, appDirectory: app.directory)
             } catch {
                 rejected.append("\(file.identifier): \(error)")
             }

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Synchronization
 import TidingsCore
 #if canImport(Glibc)
 import Glibc
@@ -26,15 +27,19 @@ public struct AttachmentStore: Sendable {
     /// daemon's data directory. Compared by device and inode, so no spelling of a path
     /// gets around them.
     public let protectedDirectories: [String]
-    /// Directories inside a protected one that attachments may still come from (service
-    /// extensions' containers under the data directory).
-    public let allowedDirectories: [String]
+    /// Directories inside a protected one that attachments may still come from: a service
+    /// extension's own container, for its call only (`allowing`).
+    public private(set) var allowedDirectories: [String]
     /// Called after a source is opened and checked, before its bytes are read: tests swap
     /// files here to show that the swap changes nothing.
     public let afterOpen: (@Sendable (String) -> Void)?
-    /// Attachments one request may carry: each holds a directory open until the request's
-    /// files are all stored. More is `invalidRequest`. Default 100 (a banner shows one).
+    /// Attachments one request may carry: each distinct directory they lie in is held open
+    /// until the request's files are all stored. More is `invalidRequest`. Default 100 (a
+    /// banner shows one).
     public let maximumAttachmentsPerRequest: Int
+    /// Bytes being copied into each app's folder by `ingest`s not yet finished: shared by
+    /// every copy of this store, so concurrent adds of one app cannot together pass the quota.
+    private let reservations: Reservations
 
     public init(root: URL, quota: Int64 = 512 * 1024 * 1024, maximumAttachmentsPerRequest: Int = 100, protectedDirectories: [String] = [], allowedDirectories: [String] = [], afterOpen: (@Sendable (String) -> Void)? = nil) {
         self.root = root.standardizedFileURL
@@ -43,8 +48,20 @@ public struct AttachmentStore: Sendable {
         self.protectedDirectories = protectedDirectories
         self.allowedDirectories = allowedDirectories
         self.afterOpen = afterOpen
+        self.reservations = Reservations()
     }
 
+    /// This store (the same files, quota and reservations) with `directories` as the only
+    /// ones inside a protected directory that attachments may come from: a service
+    /// extension's own container, for the files of that extension's call.
+    public func allowing(_ directories: [String]) -> AttachmentStore {
+        var copy = self
+        copy.allowedDirectories = directories
+        return copy
+    }
+
+    /// The app's folder of the store. Only for a valid bundle identifier
+    /// (`BundleIdentifier.check`): anything else could name another folder (`..`).
     public func directory(for bundleIdentifier: String) -> URL {
         root.appendingPathComponent(bundleIdentifier, isDirectory: true)
     }
@@ -72,6 +89,7 @@ public struct AttachmentStore: Sendable {
         guard attachments.count <= maximumAttachmentsPerRequest else {
             throw NotificationError(.invalidRequest, "a notification may carry at most \(maximumAttachmentsPerRequest) attachments (got \(attachments.count))")
         }
+        try BundleIdentifier.check(bundleIdentifier)
         let folder = directory(for: bundleIdentifier)
         do {
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
@@ -84,30 +102,39 @@ public struct AttachmentStore: Sendable {
         }
         defer { close(folderDescriptor) }
         let places = Places(store: self, ownFolder: folder.path, appDirectory: appDirectory)
-        var budget = quota - usage(bundleIdentifier)
         var copies: [String] = []
         var sources: [Source] = []
-        defer { for source in sources { source.close() } }
+        // One descriptor per distinct directory the files lie in, held until the originals go.
+        var directories = OpenDirectories()
+        defer { directories.closeAll() }
+        // Bytes this request reserved in the app's folder: released once its files are in
+        // the store (and counted by `usage`) or deleted.
+        var reserved: Int64 = 0
+        defer { if reserved > 0 { reservations.release(reserved, for: bundleIdentifier) } }
         var result: [AttachmentValue] = []
         do throws(NotificationError) {
             for attachment in attachments {
-                let source = try Source.open(attachment.path, places: places)
+                let source = try Source.open(attachment.path, places: places, directories: &directories)
                 // The file's descriptor only for this attachment; its directory's until the end.
                 defer { source.closeFile() }
                 sources.append(source)
                 let type = try AttachmentTypes.resolve(pathExtension: (source.name as NSString).pathExtension, typeHint: attachment.options.typeHint)
                 try AttachmentTypes.check(size: source.size, type: type, path: source.path)
-                guard source.size <= budget else {
+                // Reserved first, then the folder counted: of two adds of one app, the later
+                // reservation sees the earlier one, reserved or stored (docs/security.md).
+                let others = reservations.reserve(source.size, for: bundleIdentifier) - reserved
+                reserved += source.size
+                let left = quota - usage(bundleIdentifier) - others
+                guard source.size <= left else {
                     throw NotificationError(.attachmentMoveIntoDataStoreFailed,
-                        "the app's attachment store is full: \(attachment.identifier) needs \(source.size) bytes, \(max(budget, 0)) of \(quota) left")
+                        "the app's attachment store is full: \(attachment.identifier) needs \(source.size) bytes, \(max(left, 0)) of \(quota) left")
                 }
                 afterOpen?(source.path)
                 let ext = (source.name as NSString).pathExtension.isEmpty ? (type.extensions.first ?? "bin") : (source.name as NSString).pathExtension.lowercased()
                 let name = "\(UUID().uuidString.lowercased()).\(ext)"
                 // The bytes are checked as copied: what is stored is what was checked,
-                // whatever happens to the original meanwhile.
-                let size = try source.copy(to: name, in: folderDescriptor, folder: folder.path, type: type, limit: min(type.kind.maximumSize, budget)) { copies.append($0) }
-                budget -= size
+                // whatever happens to the original meanwhile; no more than was reserved.
+                _ = try source.copy(to: name, in: folderDescriptor, folder: folder.path, type: type, limit: source.size) { copies.append($0) }
                 var stored = attachment
                 stored.path = folder.appendingPathComponent(name).path
                 stored.type = type.uti
@@ -192,7 +219,7 @@ private struct Source {
 
     private static func errorText() -> String { String(cString: strerror(errno)) }
 
-    static func open(_ given: String, places: Places) throws(NotificationError) -> Source {
+    static func open(_ given: String, places: Places, directories: inout OpenDirectories) throws(NotificationError) -> Source {
         guard given.hasPrefix("/") else {
             throw NotificationError(.attachmentInvalidURL, "attachment URL must be an absolute file URL (got \(given))")
         }
@@ -293,7 +320,10 @@ private struct Source {
             Glibc.close(directory)
             throw NotificationError(.attachmentInvalidURL, "\(path) lies in the notification daemon's data directory, which holds other apps' attachments and the daemon's own files; attach a file of the app's own")
         }
-        return Source(path: path, name: name, descriptor: descriptor, parent: directory, id: FileID(info),
+        // Files of one directory share its descriptor: a request holds one per directory.
+        var parentInfo = stat()
+        let parent = directories.keep(directory, id: fstat(directory, &parentInfo) == 0 ? FileID(parentInfo) : nil)
+        return Source(path: path, name: name, descriptor: descriptor, parent: parent, id: FileID(info),
                       size: Int64(info.st_size), mustCopy: inOwnFolder || inAppDirectory)
     }
 
@@ -340,12 +370,15 @@ private struct Source {
             if n == 0 { break }
             offset += off_t(n)
             total += Int64(n)
-            // The file grew past its kind's limit (or the quota) since it was checked.
+            // The file grew since it was checked: past its kind's limit, or past what was
+            // reserved for it in the app's quota.
             guard total <= limit else {
-                if total > type.kind.maximumSize {
+                var now = stat()
+                let grown = fstat(descriptor, &now) == 0 ? max(Int64(now.st_size), total) : total
+                if grown > type.kind.maximumSize {
                     throw NotificationError(.attachmentInvalidFileSize, "The \(type.kind.rawValue) attachment \(path) grew past the limit of \(type.kind.maximumSize) bytes while it was read.")
                 }
-                throw NotificationError(.attachmentMoveIntoDataStoreFailed, "the app's attachment store is full: \(path) grew while it was read")
+                throw NotificationError(.attachmentMoveIntoDataStoreFailed, "\(path) grew while it was read (it had \(limit) bytes when checked); attach a file that is no longer being written")
             }
             if header.count < 64 { header += chunk[0..<min(n, 64 - header.count)] }
             var written = 0
@@ -377,9 +410,54 @@ private struct Source {
     func closeFile() {
         Glibc.close(descriptor)
     }
+}
 
-    /// Closes the directory (the file's descriptor is closed by `closeFile`).
-    func close() {
-        Glibc.close(parent)
+/// The directories a request's files lie in, each opened once (by device and inode): up
+/// to 100 attachments in one folder hold one descriptor, not 100.
+private struct OpenDirectories {
+    private var byID: [FileID: Int32] = [:]
+    private var others: [Int32] = []
+
+    /// The descriptor to keep for a directory just opened: an open one of the same
+    /// directory (and the new one closed), or this one.
+    mutating func keep(_ descriptor: Int32, id: FileID?) -> Int32 {
+        guard let id else {
+            others.append(descriptor)
+            return descriptor
+        }
+        if let open = byID[id] {
+            Glibc.close(descriptor)
+            return open
+        }
+        byID[id] = descriptor
+        return descriptor
+    }
+
+    mutating func closeAll() {
+        for descriptor in byID.values { Glibc.close(descriptor) }
+        for descriptor in others { Glibc.close(descriptor) }
+        byID = [:]
+        others = []
+    }
+}
+
+/// Bytes reserved per app by `ingest`s in progress.
+private final class Reservations: Sendable {
+    private let bytes = Mutex<[String: Int64]>([:])
+
+    /// Adds `size` to the app's reservations; returns what was reserved before.
+    func reserve(_ size: Int64, for bundle: String) -> Int64 {
+        bytes.withLock { bytes in
+            let before = bytes[bundle, default: 0]
+            bytes[bundle] = before + size
+            return before
+        }
+    }
+
+    func release(_ size: Int64, for bundle: String) {
+        bytes.withLock { bytes in
+            let left = bytes[bundle, default: 0] - size
+            bytes[bundle] = left > 0 ? left : nil
+        }
     }
 }

@@ -255,6 +255,11 @@ extension NotificationEngine {
             let badgeStored = await show(entry.notification.request, bundle: entry.bundleIdentifier, notification: entry.notification, presentation: presentation, replaced: false)
             _ = try? await badgeStored?.value
             markPresented(entry.id)
+            // A banner the delivered list does not keep: its files go now, as `delivered`
+            // lets them go after a fire (unless a pending or delivered entry still has them).
+            if !presentation.list {
+                await releaseAttachments(of: [entry.notification.request], bundle: entry.bundleIdentifier)
+            }
         }
         logger.notice("presented notifications a crash had kept from being shown", metadata: ["count": "\(entries.count)"])
     }

@@ -83,8 +83,10 @@ public actor NotificationEngine {
 
     // MARK: Apps
 
-    /// Installs (or updates) an app from its manifest record.
+    /// Installs (or updates) an app from its manifest record. Its bundle identifier must
+    /// be valid (`BundleIdentifier.check`, `invalidRequest`): it names the app's folders.
     public func install(_ app: AppRecord) async throws {
+        try BundleIdentifier.check(app.bundleIdentifier)
         try await store.upsertApp(app).value
         apps[app.bundleIdentifier] = app
     }
@@ -351,9 +353,12 @@ public actor NotificationEngine {
         let firstFire = try TriggerSchedule.firstFire(request.trigger, now: now, timeZone: configuration.timeZone)
         var stored = request
         stored.content = content
-        let appDirectory = try await app(bundle)?.directory
-        // Off the actor: reading and copying files may block (AttachmentStore.ingestOffActor).
-        stored.content.attachments = try await configuration.attachments.ingestOffActor(content.attachments, bundleIdentifier: bundle, appDirectory: appDirectory)
+        if !content.attachments.isEmpty {
+            // Off the actor: reading and copying files may block (AttachmentStore.ingestOffActor).
+            // Only then: an add without attachments (the hot path) makes no hop.
+            let appDirectory = try await app(bundle)?.directory
+            stored.content.attachments = try await configuration.attachments.ingestOffActor(content.attachments, bundleIdentifier: bundle, appDirectory: appDirectory)
+        }
         // The bytes as received describe `stored` exactly unless attachments moved or a
         // number was clamped.
         let body = request.content.attachments.isEmpty && content == request.content ? encoded : nil
