@@ -63,11 +63,16 @@ struct GatewayListenOptions: ParsableArguments {
     @Option(name: .customLong("max-provider-connections-per-address"), help: "Open provider connections from one IP address, at most.")
     var maxProviderConnectionsPerAddress: Int = 512
 
-    @Option(name: .customLong("push-retention"), help: "Seconds a finished push stays in the store for `tidings status` before maintenance deletes it (default: 7 days).")
+    @Option(name: .customLong("push-retention"), help: "Seconds a finished push stays in the store for `tidings status` before maintenance deletes it (default: 7 days; at most 10 years).")
     var pushRetention: Int = 7 * 24 * 3600
 
+    /// `--push-retention`'s largest value: 10 years.
+    static let maximumPushRetention = 10 * 365 * 24 * 3600
+
     func apply(to c: inout GatewayConfiguration) throws {
-        guard pushRetention >= 0 else { throw ValidationError("--push-retention is a number of seconds, 0 or more") }
+        guard (0...Self.maximumPushRetention).contains(pushRetention) else {
+            throw ValidationError("--push-retention is a number of seconds from 0 to \(Self.maximumPushRetention) (10 years)")
+        }
         c.pushRetention = .seconds(pushRetention)
         (c.providerHost, c.providerPort) = try GatewayOptions.address(listen, "--listen")
         (c.deviceHost, c.devicePort) = try GatewayOptions.address(deviceListen, "--device-listen")
