@@ -98,8 +98,8 @@ public struct GatewayConfiguration: Sendable {
     /// connection buffers of an unfinished message. Device messages are a few hundred bytes;
     /// an `acks` of 1,024 sequences is at most about 20 kB. (Before the handshake: 4 KiB.)
     public var deviceMaximumFrameLength: Int = 64 * 1024
-    /// A device connection that sent no whole message for this long after its handshake is
-    /// closed (`IdleTimeout`). `TidingsDevice` pings every `DeviceClientConfiguration.pingInterval`
+    /// A device connection that sent no whole message between two checks this far apart (so
+    /// for this long to twice it) after its handshake is closed (`IdleTimeout`). `TidingsDevice` pings every `DeviceClientConfiguration.pingInterval`
     /// (60 s by default): three pings fit in it. 0 disables it.
     public var deviceIdleTimeout: TimeAmount = .seconds(180)
     /// Sequences in one `acks` message, at most; more closes the connection (`ProtocolError`).
@@ -126,7 +126,7 @@ public struct GatewayConfiguration: Sendable {
     public var newDevicesBurst: Double = 1_000
     /// Keys (device tokens, device ids, source addresses) one rate limiter tracks, at most; past
     /// it full buckets are dropped, and if more than half remain, all (`DeviceRateLimiter`).
-    public var rateLimiterMaximumKeys: Int = defaultRateLimiterMaximumKeys
+    public var rateLimiterMaximumKeys: Int = GatewayConfiguration.defaultRateLimiterMaximumKeys
     public static let defaultRateLimiterMaximumKeys = 200_000
     /// Registry writes of all device connections (token requests, app removals, delivery event
     /// batches) queued or running, at most; past it a request or event is refused

@@ -100,8 +100,8 @@ final class GatewayCore: Sendable {
             return loop.makeFailedFuture(RegistryBusy())
         }
         let promise = loop.makePromise(of: T.self)
-        registryQueue.async { [registryQueued] in
-            defer { registryQueued.subtract(1, ordering: .relaxed) }
+        registryQueue.async {
+            defer { self.registryQueued.subtract(1, ordering: .relaxed) }
             guard channel.isActive else { return promise.fail(RegistryBusy()) }
             promise.completeWith(Result { try body() })
         }
