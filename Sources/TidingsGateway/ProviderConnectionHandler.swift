@@ -3,6 +3,7 @@ import NIOCore
 import NIOHPACK
 import NIOHTTP2
 import NIOSSL
+import NIOTLS
 import TidingsCore
 import TidingsStorage
 
