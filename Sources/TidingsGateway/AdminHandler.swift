@@ -105,12 +105,8 @@ struct AdminToken: Sendable {
         var generator = SystemRandomNumberGenerator()
         let value = (0..<32).map { _ in String(format: "%02x", UInt8.random(in: .min ... .max, using: &generator)) }.joined()
         // O_EXCL: never over another process's token; 0600 from the start, never readable by others.
-        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw AdminTokenError(path: path, problem: "cannot be created (errno \(errno))") }
-        defer { close(fd) }
-        let bytes = Array((value + "\n").utf8)
-        guard write(fd, bytes, bytes.count) == bytes.count, fsync(fd) == 0 else {
-            throw AdminTokenError(path: path, problem: "cannot be written (errno \(errno))")
+        do { try PrivateFile.create(path, contents: Array((value + "\n").utf8), replacing: false) } catch {
+            throw AdminTokenError(path: path, problem: "cannot be created (\(String(cString: strerror(error.errno))))")
         }
         return (AdminToken(value: value), true)
     }

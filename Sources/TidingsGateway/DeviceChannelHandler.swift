@@ -41,12 +41,15 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
     /// Before the handshake only a `hello` (about 250 bytes) is accepted: longer frames close
     /// the connection. After it, `GatewayConfiguration.deviceMaximumFrameLength`.
     static let maximumHandshakeFrameLength = 4096
-    /// When the last whole message arrived; `idleCheck` closes the connection when nothing
-    /// came for `deviceIdleTimeout` (one timer per connection, moved only when it fires).
-    private var lastHeard = NIODeadline.uptimeNanoseconds(0)
+    /// Whether a whole message arrived since `idleCheck` last fired: set per message, the
+    /// clock read only when the check fires (every `deviceIdleTimeout`), which closes the
+    /// connection when nothing came since the previous check.
+    private var heardSinceCheck = false
     private var idleCheck: Scheduled<Void>?
-    /// `requestToken` and `removeApp` of this connection (`deviceRequestRateLimit…`).
-    private var requestBucket: TokenBucket
+    /// `requestToken` and `removeApp` of this connection in the registry queue: past
+    /// `deviceMaximumRequestsInFlight` another is refused (`TooManyRequests`) until one is
+    /// answered. The rate is per device (`core.deviceRequests`): reconnecting does not refill it.
+    private var requestsInFlight = 0
     /// Delivery events read and not yet handed to the registry queue; `recordingEvents` while
     /// a batch is being recorded (one at a time per connection).
     private var pendingEvents: [(event: DeliveryEvent, apnsID: String, requestID: Int64?)] = []
@@ -54,7 +57,6 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
 
     init(core: GatewayCore) {
         self.core = core
-        self.requestBucket = TokenBucket(tokens: core.configuration.deviceRequestRateLimitBurst, updatedAt: 0)
     }
 
     private var maximumFrameLength: Int {
@@ -180,7 +182,7 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
             state = .verifying
             accept(key: key, context: context)
         case (.ready(let session), _):
-            lastHeard = .now()
+            heardSinceCheck = true
             handle(message, session: session, context: context)
         case (.closed, _):
             break
@@ -199,9 +201,10 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
         let source = context.channel.remoteAddress?.ipAddress ?? "unknown"
         let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
         let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
-        // A known device is a read; a new identity is recorded only within the new-device limits.
+        // A known device is a read; a new identity is recorded only within the new-device limits
+        // (a token from both, or from neither when either refuses).
         core.blocking(on: context.eventLoop) {
-            try directory.admit(record) { perSource.allow(key: source, now: now) && overall.allow(key: "", now: now) }
+            try directory.admit(record) { perSource.allow(key: source, now: now, and: overall, key: "") }
         }.whenComplete { result in
             handler.value.registered(result, deviceID: deviceID, context: bound.value)
         }
@@ -230,9 +233,8 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
         if let old = core.hub.attach(session) { old.channel.close(promise: nil) }
         send(.welcome(deviceID: deviceID, batchedAcks: true, recordsEvents: true), context: context)
         logger.debug("device connected")
-        lastHeard = .now()
         if core.configuration.deviceIdleTimeout.nanoseconds > 0 {
-            scheduleIdleCheck(at: lastHeard + core.configuration.deviceIdleTimeout, context: context)
+            scheduleIdleCheck(at: .now() + core.configuration.deviceIdleTimeout, context: context)
         }
         // Attached first, then the backlog is paged: a push committed from now on reaches the
         // session, and the state machine keeps it after the backlog, once.
@@ -294,16 +296,17 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
         let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
         switch message {
         case .requestToken(let requestID, let topic, let environment):
-            guard allowRequest(requestID, context: context) else { return }
             guard let bundle = Topic(rawValue: topic) else {
                 send(.error(requestID: requestID, reason: APNsReason.badTopic.rawValue, message: "not a valid topic"), context: context)
                 return
             }
+            guard allowRequest(requestID, deviceID: deviceID, context: context) else { return }
             let now = core.clock.nowMilliseconds()
             let maximum = core.configuration.deviceMaximumTokens
-            core.registry(on: context.eventLoop) {
+            core.registry(for: context.channel) {
                 try directory.issueToken(deviceID: deviceID, bundleID: bundle.rawValue, environment: environment, now: now, maximum: maximum)
             }.whenComplete { result in
+                handler.value.requestsInFlight -= 1
                 switch result {
                 case .success(let record?):
                     handler.value.send(.token(requestID: requestID, token: record.token), context: bound.value)
@@ -311,20 +314,21 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
                     handler.value.send(.error(requestID: requestID, reason: Self.tooManyDeviceTokens,
                                               message: "this device holds \(maximum) tokens, the most allowed"), context: bound.value)
                 case .failure(let error):
-                    handler.value.send(.error(requestID: requestID, reason: APNsReason.internalServerError.rawValue, message: "\(error)"), context: bound.value)
+                    handler.value.requestFailed(requestID, error: error, context: bound.value)
                 }
             }
         case .removeApp(let requestID, let topic):
-            guard allowRequest(requestID, context: context) else { return }
+            guard allowRequest(requestID, deviceID: deviceID, context: context) else { return }
             let now = core.clock.nowMilliseconds()
-            core.registry(on: context.eventLoop) { try store.unregisterTokens(deviceID: deviceID, bundleID: topic, at: now) }
+            core.registry(for: context.channel) { try store.unregisterTokens(deviceID: deviceID, bundleID: topic, at: now) }
                 .whenComplete { result in
+                    handler.value.requestsInFlight -= 1
                     switch result {
                     case .success(let killed):
                         for record in killed { directory.remember(token: record) }
                         handler.value.send(.appRemoved(requestID: requestID), context: bound.value)
                     case .failure(let error):
-                        handler.value.send(.error(requestID: requestID, reason: APNsReason.internalServerError.rawValue, message: "\(error)"), context: bound.value)
+                        handler.value.requestFailed(requestID, error: error, context: bound.value)
                     }
                 }
         case .ping(let n):
@@ -347,15 +351,33 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
     static let tooManyNewDevices = "TooManyNewDevices"
     static let idleTimeout = "IdleTimeout"
 
-    /// Takes one request from the connection's bucket; past it answers `TooManyRequests`.
-    private func allowRequest(_ requestID: Int64, context: ChannelHandlerContext) -> Bool {
-        let perSecond = core.configuration.deviceRequestRateLimitPerSecond
-        guard perSecond > 0 else { return true }
-        if requestBucket.take(now: core.clock.nowMilliseconds(), perSecond: perSecond,
-                              burst: max(core.configuration.deviceRequestRateLimitBurst, 1)) { return true }
-        send(.error(requestID: requestID, reason: Self.tooManyRequests, message: "too many requests on this connection; slow down"),
-             context: context)
-        return false
+    /// A request may go to the registry when fewer than `deviceMaximumRequestsInFlight` of
+    /// this connection are there and the device's bucket has a token; else it is answered
+    /// `TooManyRequests`.
+    private func allowRequest(_ requestID: Int64, deviceID: String, context: ChannelHandlerContext) -> Bool {
+        guard requestsInFlight < core.configuration.deviceMaximumRequestsInFlight else {
+            send(.error(requestID: requestID, reason: Self.tooManyRequests, message: "too many requests waiting; wait for their answers"),
+                 context: context)
+            return false
+        }
+        guard core.deviceRequests.allow(key: deviceID, now: core.clock.nowMilliseconds()) else {
+            send(.error(requestID: requestID, reason: Self.tooManyRequests, message: "too many requests from this device; slow down"),
+                 context: context)
+            return false
+        }
+        requestsInFlight += 1
+        return true
+    }
+
+    /// A registry request failed: `TooManyRequests` when the registry queue was full, else
+    /// `InternalServerError`.
+    private func requestFailed(_ requestID: Int64, error: any Error, context: ChannelHandlerContext) {
+        guard !isClosed else { return }
+        if error is GatewayCore.RegistryBusy {
+            send(.error(requestID: requestID, reason: Self.tooManyRequests, message: "the gateway is busy; try again later"), context: context)
+        } else {
+            send(.error(requestID: requestID, reason: APNsReason.internalServerError.rawValue, message: "\(error)"), context: context)
+        }
     }
 
     /// Hands the events read so far to the registry queue in one batch (one transaction), if
@@ -374,7 +396,7 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
         let ids = batch.compactMap(\.requestID)
         let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
         let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
-        core.registry(on: context.eventLoop) {
+        core.registry(for: context.channel) {
             try store.recordEvents(events, deviceID: deviceID, at: now)
         }.whenComplete { result in
             let handler = handler.value
@@ -382,6 +404,11 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
             switch result {
             case .success:
                 for id in ids { DeviceMessage.eventRecorded(requestID: id).appendFrame(to: &frames) }
+            case .failure(is GatewayCore.RegistryBusy):
+                for id in ids {
+                    DeviceMessage.error(requestID: id, reason: Self.tooManyRequests, message: "the gateway is busy; not recorded")
+                        .appendFrame(to: &frames)
+                }
             case .failure(let error):
                 handler.logger.warning("cannot record delivery events", metadata: ["error": "\(error)"])
                 for id in ids {
@@ -405,15 +432,15 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
         }
     }
 
-    /// Closes a connection that sent no whole message for `deviceIdleTimeout`; else checks
-    /// again when that would be the case.
+    /// Closes a connection that sent no whole message since the previous check (so for
+    /// `deviceIdleTimeout` to twice it); else checks again after `deviceIdleTimeout`.
     private func idleCheckFired(context: ChannelHandlerContext) {
         guard case .ready = state else { return }
-        let due = lastHeard + core.configuration.deviceIdleTimeout
-        if NIODeadline.now() >= due {
-            fail("no message for \(core.configuration.deviceIdleTimeout)", reason: Self.idleTimeout, context: context)
+        if heardSinceCheck {
+            heardSinceCheck = false
+            scheduleIdleCheck(at: .now() + core.configuration.deviceIdleTimeout, context: context)
         } else {
-            scheduleIdleCheck(at: due, context: context)
+            fail("no message for \(core.configuration.deviceIdleTimeout)", reason: Self.idleTimeout, context: context)
         }
     }
 

@@ -98,8 +98,8 @@ public struct GatewayConfiguration: Sendable {
     /// connection buffers of an unfinished message. Device messages are a few hundred bytes;
     /// an `acks` of 1,024 sequences is at most about 20 kB. (Before the handshake: 4 KiB.)
     public var deviceMaximumFrameLength: Int = 64 * 1024
-    /// A device connection that sent no whole message for this long after its handshake is
-    /// closed (`IdleTimeout`). `TidingsDevice` pings every `DeviceClientConfiguration.pingInterval`
+    /// A device connection that sent no whole message between two checks this far apart (so
+    /// for this long to twice it) after its handshake is closed (`IdleTimeout`). `TidingsDevice` pings every `DeviceClientConfiguration.pingInterval`
     /// (60 s by default): three pings fit in it. 0 disables it.
     public var deviceIdleTimeout: TimeAmount = .seconds(180)
     /// Sequences in one `acks` message, at most; more closes the connection (`ProtocolError`).
@@ -108,10 +108,14 @@ public struct GatewayConfiguration: Sendable {
     /// a row of the registry); a request for a new one past it is refused (`TooManyDeviceTokens`),
     /// nothing stored. Asking again for a token the device holds keeps working.
     public var deviceMaximumTokens: Int = 1_000
-    /// Per connection: `requestToken` and `removeApp` messages, a token bucket of this burst
-    /// refilled at this rate; past it a request is refused (`TooManyRequests`). 0 disables.
+    /// Per device (its id, so a reconnect does not refill it): `requestToken` and `removeApp`
+    /// messages, a token bucket of this burst refilled at this rate; past it a request is
+    /// refused (`TooManyRequests`). 0 disables the rate.
     public var deviceRequestRateLimitPerSecond: Double = 10
     public var deviceRequestRateLimitBurst: Double = 100
+    /// Per connection: `requestToken` and `removeApp` messages sent and not yet answered, at
+    /// most; past it a request is refused (`TooManyRequests`), not queued.
+    public var deviceMaximumRequestsInFlight: Int = 8
     /// Device identities seen for the first time (a handshake with a key the gateway has never
     /// recorded), per source address and over all sources: token buckets; past either the
     /// handshake is refused (`TooManyNewDevices`), nothing stored. Known devices always get in.
@@ -120,6 +124,15 @@ public struct GatewayConfiguration: Sendable {
     public var newDevicesPerSourceBurst: Double = 100
     public var newDevicesPerSecond: Double = 100
     public var newDevicesBurst: Double = 1_000
+    /// Keys (device tokens, device ids, source addresses) one rate limiter tracks, at most; past
+    /// it full buckets are dropped, and if more than half remain, all (`DeviceRateLimiter`).
+    public var rateLimiterMaximumKeys: Int = GatewayConfiguration.defaultRateLimiterMaximumKeys
+    public static let defaultRateLimiterMaximumKeys = 200_000
+    /// Registry writes of all device connections (token requests, app removals, delivery event
+    /// batches) queued or running, at most; past it a request or event is refused
+    /// (`TooManyRequests`; the device asks again later), not queued. Each connection has at
+    /// most `deviceMaximumRequestsInFlight` requests and one event batch queued.
+    public var deviceRegistryMaximumQueued: Int = 4_096
     /// Delivery events of one connection waiting to be recorded, at most; past it an event is
     /// refused (`TooManyRequests`; the device sends it again later), not queued.
     public var deviceMaximumPendingEvents: Int = 1_024

@@ -17,10 +17,18 @@ final class GatewayCore: Sendable {
     /// New device identities per source address, and over all sources (`newDevices…`).
     let newDevicesPerSource: DeviceRateLimiter
     let newDevices: DeviceRateLimiter
+    /// `requestToken` and `removeApp` per device id (`deviceRequestRateLimit…`): a device
+    /// that reconnects keeps its bucket.
+    let deviceRequests: DeviceRateLimiter
     /// Where the device channel's registry writes run (tokens issued, apps removed, delivery
     /// events), one at a time: never on `threadPool`, which handshakes, backlog pages and the
-    /// admin endpoint wait on, so a device flooding requests queues only behind itself.
+    /// admin endpoint wait on, so registry work never delays a handshake. It is shared by all
+    /// devices: each connection has at most `deviceMaximumRequestsInFlight` requests and one
+    /// event batch in it, the whole queue at most `deviceRegistryMaximumQueued` items (past it
+    /// `TooManyRequests`), and a closed connection's waiting items are skipped.
     private let registryQueue = DispatchQueue(label: "tidings.gateway.registry")
+    /// Items in `registryQueue`, running or waiting.
+    private let registryQueued = Atomic<Int>(0)
     let metrics: GatewayMetrics
     let threadPool: NIOThreadPool
     let logger: Logger
@@ -40,9 +48,14 @@ final class GatewayCore: Sendable {
         self.directory = directory
         let hub = DeviceHub(metrics: metrics)
         self.hub = hub
-        self.rateLimiter = DeviceRateLimiter(perSecond: configuration.deviceRateLimitPerSecond, burst: configuration.deviceRateLimitBurst)
-        self.newDevicesPerSource = DeviceRateLimiter(perSecond: configuration.newDevicesPerSourcePerSecond, burst: configuration.newDevicesPerSourceBurst)
-        self.newDevices = DeviceRateLimiter(perSecond: configuration.newDevicesPerSecond, burst: configuration.newDevicesBurst)
+        let keys = configuration.rateLimiterMaximumKeys
+        self.rateLimiter = DeviceRateLimiter(perSecond: configuration.deviceRateLimitPerSecond, burst: configuration.deviceRateLimitBurst,
+                                             maximumKeys: keys)
+        self.newDevicesPerSource = DeviceRateLimiter(perSecond: configuration.newDevicesPerSourcePerSecond,
+                                                     burst: configuration.newDevicesPerSourceBurst, maximumKeys: keys)
+        self.newDevices = DeviceRateLimiter(perSecond: configuration.newDevicesPerSecond, burst: configuration.newDevicesBurst, maximumKeys: keys)
+        self.deviceRequests = DeviceRateLimiter(perSecond: configuration.deviceRequestRateLimitPerSecond,
+                                                burst: configuration.deviceRequestRateLimitBurst, maximumKeys: keys)
         self.committer = PushCommitter(store: store, clock: configuration.clock, logger: configuration.logger, metrics: metrics,
                                        maximumQueued: configuration.maximumQueuedPushes) { stored in
             hub.deliver(stored)
@@ -62,8 +75,9 @@ final class GatewayCore: Sendable {
             }
         }
         let expired = try batches { try store.expirePushes(now: now, limit: Self.pruneBatch) }
-        let cutoff = now - configuration.pushRetention.milliseconds
-        let pruned = try batches { try store.prunePushes(finishedBefore: cutoff, limit: Self.pruneBatch) }
+        let (cutoff, overflow) = now.subtractingReportingOverflow(configuration.pushRetention.milliseconds)
+        let before = overflow ? EpochMilliseconds.min : cutoff
+        let pruned = try batches { try store.prunePushes(finishedBefore: before, limit: Self.pruneBatch) }
         if expired > 0 || pruned > 0 {
             logger.info("maintenance", metadata: ["expired": "\(expired)", "pruned": "\(pruned)"])
         }
@@ -75,12 +89,27 @@ final class GatewayCore: Sendable {
         threadPool.runIfActive(eventLoop: loop, body)
     }
 
-    /// Runs a device-channel registry write on the registry queue (see `registryQueue`).
-    func registry<T: Sendable>(on loop: any EventLoop, _ body: @escaping @Sendable () throws -> T) -> EventLoopFuture<T> {
+    /// Runs a device-channel registry write of `channel`'s connection on the registry queue
+    /// (see `registryQueue`). Fails at once with `RegistryBusy` when the queue holds
+    /// `deviceRegistryMaximumQueued` items; a write whose connection closed while it waited is
+    /// skipped (`RegistryBusy` too: nobody is left to answer).
+    func registry<T: Sendable>(for channel: any Channel, _ body: @escaping @Sendable () throws -> T) -> EventLoopFuture<T> {
+        let loop = channel.eventLoop
+        guard registryQueued.add(1, ordering: .relaxed).newValue <= configuration.deviceRegistryMaximumQueued else {
+            registryQueued.subtract(1, ordering: .relaxed)
+            return loop.makeFailedFuture(RegistryBusy())
+        }
         let promise = loop.makePromise(of: T.self)
-        registryQueue.async { promise.completeWith(Result { try body() }) }
+        registryQueue.async {
+            defer { self.registryQueued.subtract(1, ordering: .relaxed) }
+            guard channel.isActive else { return promise.fail(RegistryBusy()) }
+            promise.completeWith(Result { try body() })
+        }
         return promise.futureResult
     }
+
+    /// The registry queue is full (or the connection closed before its turn).
+    struct RegistryBusy: Error {}
 
     /// The stored expiry of a push accepted at `now`.
     func expiresAt(_ expiration: Expiration?, now: EpochMilliseconds) -> EpochMilliseconds {
@@ -102,7 +131,11 @@ func expiresAt(_ expiration: Expiration?, now: EpochMilliseconds, limit: EpochMi
 
 extension Duration {
     /// Whole milliseconds, for the store's `EpochMilliseconds` arithmetic.
+    /// Saturating: a duration past `Int64.max` milliseconds (about 292 million years) is that.
     var milliseconds: EpochMilliseconds {
-        EpochMilliseconds(components.seconds) * 1000 + EpochMilliseconds(components.attoseconds / 1_000_000_000_000_000)
+        let (whole, overflow) = EpochMilliseconds(components.seconds).multipliedReportingOverflow(by: 1000)
+        if overflow { return components.seconds < 0 ? .min : .max }
+        let (sum, overflow2) = whole.addingReportingOverflow(EpochMilliseconds(components.attoseconds / 1_000_000_000_000_000))
+        return overflow2 ? (whole < 0 ? .min : .max) : sum
     }
 }

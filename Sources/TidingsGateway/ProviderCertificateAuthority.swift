@@ -263,9 +263,10 @@ public struct ProviderCertificateAuthority: Sendable {
         return trimmed.isEmpty && !digits.isEmpty ? "0" : String(trimmed)
     }
 
-    static func write(_ text: String, to path: String, mode: Int) throws {
-        guard FileManager.default.createFile(atPath: path, contents: Data(text.utf8), attributes: [.posixPermissions: mode]) else {
-            throw ProviderCertificateError("cannot write \(path)")
+    /// Created with its mode (`PrivateFile`): the key is never readable by others, even briefly.
+    static func write(_ text: String, to path: String, mode: mode_t) throws {
+        do { try PrivateFile.create(path, contents: Array(text.utf8), mode: mode, replacing: true) } catch {
+            throw ProviderCertificateError(error.description)
         }
     }
 

@@ -16,6 +16,8 @@ struct ProviderClientCertificate {
     let verdict: Result<ProviderCertificateIdentity, APNsError>
     /// The certificate's expiry, checked per request (a connection may outlive it).
     private let notValidAfter: EpochMilliseconds
+    /// What every request of an accepted certificate is authenticated as (built once).
+    private let provider: AuthenticatedProvider?
 
     /// The peer certificate of the connection's TLS handler; `nil` when the client sent none
     /// (or the connection has no TLS): the provider token authenticates it.
@@ -29,8 +31,10 @@ struct ProviderClientCertificate {
         self.verdict = verdict
         if case .success(let identity) = verdict {
             notValidAfter = EpochMilliseconds(identity.notValidAfter.timeIntervalSince1970 * 1000)
+            provider = AuthenticatedProvider(teamID: identity.teamID, keyID: "certificate " + identity.serialNumber)
         } else {
             notValidAfter = 0
+            provider = nil
         }
     }
 
@@ -55,8 +59,8 @@ struct ProviderClientCertificate {
         case .failure(let error): return .failure(error)
         case .success(let identity):
             guard now <= notValidAfter else { return .failure(APNsError(.badCertificate)) }
-            guard identity.topics.contains(head.topic.rawValue) else { return .failure(APNsError(.topicDisallowed)) }
-            return .success(AuthenticatedProvider(teamID: identity.teamID, keyID: "certificate " + identity.serialNumber))
+            guard identity.topics.contains(head.topic.rawValue), let provider else { return .failure(APNsError(.topicDisallowed)) }
+            return .success(provider)
         }
     }
 }

@@ -3,6 +3,7 @@ import NIOCore
 import NIOHPACK
 import NIOHTTP2
 import NIOSSL
+import NIOTLS
 import TidingsCore
 import TidingsStorage
 
@@ -74,14 +75,39 @@ final class ProviderConnectionHandler: ChannelInboundHandler, ProviderStreamRegi
     private var clientCertificateRead = false
     private var clientCertificateValue: ProviderClientCertificate?
 
-    /// The connection's client certificate, read from NIOSSL and verified at its first request
-    /// (the handshake is over by then); `nil` when it has none: the provider token applies.
+    /// The connection's client certificate, read from NIOSSL and verified once the handshake
+    /// completed (or at the first request); `nil` when it has none: the provider token applies.
     private func clientCertificate() -> ProviderClientCertificate? {
         if !clientCertificateRead, let context {
             clientCertificateRead = true
             clientCertificateValue = ProviderClientCertificate.read(from: context.pipeline.syncOperations, verifier: certificateVerifier)
         }
         return clientCertificateValue
+    }
+
+    /// The first time the connection is authenticated (a valid provider token, or a client
+    /// certificate the CA accepts): no authentication deadline from now on, and the stream
+    /// limit is raised to `authenticatedStreamLimit` (a SETTINGS frame; flushed by the caller).
+    private func connectionAuthenticated(context: ChannelHandlerContext) {
+        guard machine.authenticated(),
+              core.configuration.authenticatedStreamLimit != core.configuration.unauthenticatedStreamLimit else { return }
+        let settings = HTTP2Frame(streamID: .rootStream, payload: .settings(.settings([
+            HTTP2Setting(parameter: .maxConcurrentStreams, value: core.configuration.authenticatedStreamLimit),
+        ])))
+        context.write(wrapOutboundOut(settings), promise: nil)
+        needsFlush = true
+    }
+
+    /// As at Apple, a connection whose client certificate the CA accepts is authenticated by
+    /// the TLS handshake: it may stay idle before its first push and gets the full stream limit
+    /// at once. (A refused certificate leaves it unauthenticated: its requests are answered
+    /// with the certificate's reason, and it is closed after `providerAuthenticationTimeout`.)
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let event = event as? TLSUserEvent, case .handshakeCompleted = event, case .success? = clientCertificate()?.verdict {
+            connectionAuthenticated(context: context)
+            flushIfNeeded()
+        }
+        context.fireUserInboundEventTriggered(event)
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -343,15 +369,7 @@ final class ProviderConnectionHandler: ChannelInboundHandler, ProviderStreamRegi
             }
             return fail(streamID, head: head, error: error)
         }
-        if machine.authenticated() {
-            if core.configuration.authenticatedStreamLimit != core.configuration.unauthenticatedStreamLimit {
-                let settings = HTTP2Frame(streamID: .rootStream, payload: .settings(.settings([
-                    HTTP2Setting(parameter: .maxConcurrentStreams, value: core.configuration.authenticatedStreamLimit),
-                ])))
-                context.write(wrapOutboundOut(settings), promise: nil)
-                needsFlush = true
-            }
-        }
+        connectionAuthenticated(context: context)
 
         // The topic's team.
         let app: GatewayAppRecord

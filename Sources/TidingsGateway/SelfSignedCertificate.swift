@@ -62,9 +62,7 @@ public enum SelfSignedCertificate {
         return (try certificate.serializeAsPEM().pemString + "\n", privateKey.pemRepresentation + "\n")
     }
 
-    private static func write(_ text: String, to path: String, mode: Int) throws {
-        guard FileManager.default.createFile(atPath: path, contents: Data(text.utf8), attributes: [.posixPermissions: mode]) else {
-            throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: path])
-        }
+    private static func write(_ text: String, to path: String, mode: mode_t) throws {
+        try PrivateFile.create(path, contents: Array(text.utf8), mode: mode, replacing: true)
     }
 }

@@ -63,10 +63,12 @@ struct CertsCreate: AsyncParsableCommand {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let pemPath = directory.appendingPathComponent(name + ".pem").path
         let p12Path = directory.appendingPathComponent(name + ".p12").path
-        guard FileManager.default.createFile(atPath: pemPath, contents: Data(try issued.pem().utf8), attributes: [.posixPermissions: 0o600]),
-              FileManager.default.createFile(atPath: p12Path, contents: Data(try issued.pkcs12(password: password)),
-                                             attributes: [.posixPermissions: 0o600]) else {
-            throw CLIError("cannot write \(pemPath) or \(p12Path)")
+        // 0600 from the moment each file exists (created, not chmod'ed after the key is in it).
+        do {
+            try PrivateFile.create(pemPath, contents: Array(try issued.pem().utf8), replacing: true)
+            try PrivateFile.create(p12Path, contents: try issued.pkcs12(password: password), replacing: true)
+        } catch let error as PrivateFile.Failure {
+            throw CLIError(error.description)
         }
         print("serial: \(issued.serialNumber)")
         print("subject: \(issued.certificate.subject)")

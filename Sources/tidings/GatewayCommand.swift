@@ -63,7 +63,7 @@ struct GatewayListenOptions: ParsableArguments {
     @Option(name: .customLong("max-provider-connections-per-address"), help: "Open provider connections from one IP address, at most.")
     var maxProviderConnectionsPerAddress: Int = 512
 
-    @Option(name: .customLong("push-retention"), help: "Seconds a finished push stays in the store for `tidings status` before maintenance deletes it (default: 7 days).")
+    @Option(name: .customLong("push-retention"), help: "Seconds a finished push stays in the store for `tidings status` before maintenance deletes it (default: 7 days; at most 10 years).")
     var pushRetention: Int = 7 * 24 * 3600
 
     // The limits below are shared by `gateway` and `serve` (load tests run either).
@@ -76,6 +76,9 @@ struct GatewayListenOptions: ParsableArguments {
     @Option(name: .customLong("new-device-rate-limit"), help: "New device identities per second, over all sources (per source: a tenth); 0: no limit (load tests).")
     var newDeviceRateLimit: Double = 100
 
+    /// `--push-retention`'s largest value: 10 years.
+    static let maximumPushRetention = 10 * 365 * 24 * 3600
+
     func apply(to c: inout GatewayConfiguration) throws {
         guard [deviceRateLimit, deviceRateBurst, newDeviceRateLimit].allSatisfy({ $0.isFinite && $0 >= 0 }) else {
             throw ValidationError("--device-rate-limit, --device-rate-burst and --new-device-rate-limit are numbers, 0 or more")
@@ -86,7 +89,9 @@ struct GatewayListenOptions: ParsableArguments {
         c.newDevicesBurst = newDeviceRateLimit * 10
         c.newDevicesPerSourcePerSecond = newDeviceRateLimit / 10
         c.newDevicesPerSourceBurst = newDeviceRateLimit
-        guard pushRetention >= 0 else { throw ValidationError("--push-retention is a number of seconds, 0 or more") }
+        guard (0...Self.maximumPushRetention).contains(pushRetention) else {
+            throw ValidationError("--push-retention is a number of seconds from 0 to \(Self.maximumPushRetention) (10 years)")
+        }
         c.pushRetention = .seconds(pushRetention)
         (c.providerHost, c.providerPort) = try GatewayOptions.address(listen, "--listen")
         (c.deviceHost, c.devicePort) = try GatewayOptions.address(deviceListen, "--device-listen")

@@ -64,6 +64,32 @@ struct CLITests {
         await h.stop()
     }
 
+    /// `--push-retention` past 10 years is refused before anything starts (before, a value
+    /// above about 9.2e15 s started a gateway that trapped at its first maintenance run).
+    @Test func pushRetentionPastTenYearsIsRefused() async throws {
+        guard requireTool(CrashTests.executable != nil, "the tidings executable next to the test bundle") else { return }
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-retention-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let listen = ["--listen", "127.0.0.1:0", "--device-listen", "127.0.0.1:0", "--admin-listen", "off", "--data-dir", dir.path]
+        let refused = try await ThirdPartyClientTests.run(CrashTests.executable!, ["gateway", "--push-retention", "10000000000000000"] + listen,
+                                                          timeout: .seconds(20))
+        #expect(refused.status != 0 && refused.status != SIGKILL)
+        #expect(refused.stderr.contains("--push-retention"), "\(refused.stderr)")
+        let pastLimit = try await ThirdPartyClientTests.run(CrashTests.executable!, ["gateway", "--push-retention", "315360001"] + listen,
+                                                            timeout: .seconds(20))
+        #expect(pastLimit.status != 0 && pastLimit.status != SIGKILL)
+        #expect(pastLimit.stderr.contains("--push-retention"), "\(pastLimit.stderr)")
+    }
+
+    /// Saturating milliseconds: the largest retention a configuration can hold prunes nothing
+    /// and does not trap (the CLI bounds it; a library user may not).
+    @Test func hugePushRetentionDoesNotTrapMaintenance() async throws {
+        let h = try await GatewayHarness.start { $0.pushRetention = .seconds(Int64.max) }
+        let report = try await h.gateway.runMaintenance()
+        #expect(report.pruned == 0)
+        await h.stop()
+    }
+
     /// `tidings status --admin`: asks a running gateway's admin endpoint, sending the token
     /// from the data directory; without it the endpoint's 401 becomes a clear error.
     @Test func statusThroughTheAdminEndpointSendsTheToken() async throws {

@@ -177,6 +177,49 @@ struct ClientCertificateTests {
         await h.stop()
     }
 
+    /// As at Apple, a certificate the CA accepts authenticates the connection at the handshake:
+    /// the stream limit is raised before any request, and the connection may stay idle past
+    /// `providerAuthenticationTimeout` (before, it got GOAWAY `IdleTimeout` then, and one
+    /// stream until its first push). A refused certificate is closed then, as a token
+    /// connection that never authenticated.
+    @Test func certificateConnectionIsAuthenticatedByItsHandshake() async throws {
+        let h = try await GatewayHarness.start {
+            $0.providerAuthenticationTimeout = .seconds(1)
+            $0.providerIdleCheckInterval = .milliseconds(5)
+        }
+        let token = try await h.deviceToken()
+        let (path, _) = try Self.issue(h)
+        let c = try await Self.connect(h, certificate: path)
+        let elsewhere = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-ca-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: elsewhere) }
+        let foreign = try ProviderCertificateAuthority.ensure(in: elsewhere).authority
+            .issue(bundleID: GatewayHarness.bundleID, teamID: GatewayHarness.teamID, environment: .development, now: h.clock.now)
+        let foreignPath = elsewhere.appendingPathComponent("foreign.pem").path
+        try foreign.pem().write(toFile: foreignPath, atomically: true, encoding: .utf8)
+        let refused = try await Self.connect(h, certificate: foreignPath)
+
+        var limit = await c.maximumConcurrentStreams()
+        for _ in 0..<200 where limit <= 1 {
+            try await Task.sleep(for: .milliseconds(10))
+            limit = await c.maximumConcurrentStreams()
+        }
+        #expect(limit == h.gateway.configuration.authenticatedStreamLimit, "raised at the handshake, before any request")
+        #expect(await refused.maximumConcurrentStreams() == 1)
+
+        h.clock.advance(by: 5)  // past the authentication timeout; the check runs every 5 ms
+        var reason = await refused.goAwayReason()
+        for _ in 0..<200 where reason == nil {
+            try await Task.sleep(for: .milliseconds(10))
+            reason = await refused.goAwayReason()
+        }
+        #expect(reason == "IdleTimeout", "the refused certificate's connection: \(String(describing: reason))")
+        #expect(await c.goAwayReason() == nil, "an idle certificate connection stays open")
+        #expect(try await c.send(h.request(token: token, authorization: nil)).status == 200)
+        await refused.close()
+        await c.close()
+        await h.stop()
+    }
+
     /// A topic the certificate does not name is `400 TopicDisallowed`, even the team's other
     /// app and a push type certificates cannot send (live activities); a bad device token is
     /// still `BadDeviceToken`.

@@ -196,6 +196,45 @@ struct StateMachineTests {
         #expect(!r18)
     }
 
+    /// The limiter's table: past `maximumKeys` each bucket is refilled to now and the full ones
+    /// dropped (before, a bucket's stored count was compared without refilling, so keys used
+    /// once were never dropped and every later event filtered the whole table).
+    @Test func rateLimiterDropsBucketsThatRefilled() {
+        let limiter = DeviceRateLimiter(perSecond: 1, burst: 3, maximumKeys: 4)
+        for key in ["a", "b", "c", "d"] {
+            #expect(limiter.allow(key: key, now: 0))
+            #expect(limiter.allow(key: key, now: 0))  // 1 token left: under `burst - 1`
+        }
+        #expect(limiter.keyCount == 4, "at the limit: kept")
+        #expect(limiter.allow(key: "e", now: 10_000))  // past it, ten seconds on: all four are full again
+        #expect(limiter.keyCount == 1)
+        // Kept when not full: "e" has spent tokens; a sixth key finds four spent buckets.
+        for key in ["f", "g", "h"] { #expect(limiter.allow(key: key, now: 10_000)) }
+        #expect(limiter.keyCount == 4)
+        #expect(limiter.allow(key: "i", now: 10_000))
+        #expect(limiter.keyCount == 1, "more than half still spent: the table is dropped, not filtered again per event")
+        // A known key past the limit is no reason to prune.
+        for key in ["j", "k", "l"] { #expect(limiter.allow(key: key, now: 10_000)) }
+        #expect(limiter.allow(key: "i", now: 10_000))
+        #expect(limiter.keyCount == 4)
+    }
+
+    /// Two limits taken together: a refusal by either spends nothing of the other.
+    @Test func rateLimiterPairTakesBothOrNeither() {
+        let perSource = DeviceRateLimiter(perSecond: 1, burst: 2)
+        let overall = DeviceRateLimiter(perSecond: 1, burst: 1)
+        #expect(perSource.allow(key: "a", now: 0, and: overall, key: ""))
+        #expect(!perSource.allow(key: "a", now: 0, and: overall, key: ""), "overall refuses")
+        #expect(perSource.allow(key: "a", now: 0), "a's second token is still there")
+        #expect(!perSource.allow(key: "a", now: 0))
+        // The source refusing takes nothing overall.
+        let source = DeviceRateLimiter(perSecond: 0.001, burst: 1)
+        let all = DeviceRateLimiter(perSecond: 0.001, burst: 1)
+        #expect(source.allow(key: "x", now: 0))
+        #expect(!source.allow(key: "x", now: 0, and: all, key: ""))
+        #expect(all.allow(key: "", now: 0), "the overall token was not spent")
+    }
+
     @Test func expirationRules() throws {
         let limit: EpochMilliseconds = 30 * 24 * 3600 * 1000
         let now: EpochMilliseconds = 1_800_000_000_000

@@ -47,10 +47,12 @@ struct DeliveryEventTests {
         return response.status
     }
 
-    static func startLink(_ system: NotificationTestSystem, port: Int, certificate: String, clock: TestWallClock) async throws -> (GatewayLink, Task<Void, Never>) {
+    static func startLink(_ system: NotificationTestSystem, port: Int, certificate: String, clock: TestWallClock,
+                          eventRetryInterval: Duration = .seconds(60)) async throws -> (GatewayLink, Task<Void, Never>) {
         var configuration = GatewayLinkConfiguration(host: "127.0.0.1", port: port, trustRootPaths: [certificate])
         configuration.initialBackoff = .milliseconds(20)
         configuration.maximumBackoff = .milliseconds(100)
+        configuration.eventRetryInterval = eventRetryInterval
         let link = try GatewayLink(configuration: configuration, dataDirectory: system.directory.path, engine: system.engine, clock: clock)
         await system.engine.setRemote(link: link)
         return (link, Task { await link.run() })
@@ -94,6 +96,36 @@ struct DeliveryEventTests {
         restartedTask.cancel()
         await restartedTask.value
         await back.stop()
+    }
+
+    /// An event the gateway answered with an error on a connection that stays up is sent
+    /// again after `eventRetryInterval` (before, only on the next report or reconnect).
+    @Test func eventRefusedOnALiveConnectionIsSentAgainAfterTheRetryInterval() async throws {
+        let clock = TestWallClock(now: Date())
+        let system = try await NotificationTestSystem.start(storage: .sqlite, clock: clock)
+        defer { Task { await system.shutdown() } }
+        let teamKey = P256.Signing.PrivateKey()
+        let store = GatedGatewayStore()
+        store.release()  // token writes are not held here
+        store.failEvents.store(true, ordering: .relaxed)
+        let gateway = try await Self.startGateway(directory: system.directory.appendingPathComponent("gateway"), devicePort: 0, clock: clock,
+                                                  storage: .custom(store), teamKey: teamKey)
+        try await system.install(Self.bundle)
+        _ = try await system.center(for: Self.bundle).requestAuthorization(options: [.alert])
+        let (link, task) = try await Self.startLink(system, port: gateway.addresses.device.port!, certificate: gateway.addresses.certificatePath!,
+                                                    clock: clock, eventRetryInterval: .milliseconds(50))
+        #expect(await eventually { await link.isConnected })
+        let token = try await link.deviceToken(for: Self.bundle)
+        let apnsID = "00000000-0000-4000-8000-0000000e0003"
+        #expect(try await Self.push(gateway, token: token, apnsID: apnsID, key: teamKey, clock: clock) == 200)
+        #expect(await eventually { store.eventWrites.load(ordering: .relaxed) > 0 }, "the event reached the gateway and failed")
+        store.failEvents.store(false, ordering: .relaxed)
+        #expect(await eventually { (try? await gateway.gateway.status(apnsID: apnsID).first?.presentedAt) != nil },
+                "sent again on the same connection")
+        #expect(await link.isConnected)
+        task.cancel()
+        await task.value
+        await gateway.stop()
     }
 
     /// The gateway received the event but could not make it durable (as if killed before its

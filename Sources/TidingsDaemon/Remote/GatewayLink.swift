@@ -17,6 +17,9 @@ public struct GatewayLinkConfiguration: Sendable {
     /// Reconnection backoff: doubled after each failed attempt, up to the maximum.
     public var initialBackoff: Duration = .milliseconds(100)
     public var maximumBackoff: Duration = .seconds(30)
+    /// Delivery events the gateway answered with an error (not recorded, `TooManyRequests`)
+    /// are sent again this long after, on the same connection (docs/device-protocol.md).
+    public var eventRetryInterval: Duration = .seconds(5)
 
     public init(host: String, port: Int, trustRootPaths: [String]) {
         self.host = host
@@ -342,7 +345,8 @@ public actor GatewayLink: RemoteNotificationLink {
 
     /// Sends pending events in windows of `eventWindow`, each forgotten once confirmed (or,
     /// to a gateway that does not confirm events, once sent), until none is left or the
-    /// connection fails; what is left goes on the next connection.
+    /// connection fails; what is left goes on the next connection. Events the gateway refused
+    /// on a connection that stays up are sent again after `eventRetryInterval`.
     private func sendEvents(on connection: DeviceConnection) async {
         defer { sendingEvents = false }
         while case .connected(let current) = phase, current === connection {
@@ -364,7 +368,16 @@ public actor GatewayLink: RemoteNotificationLink {
                 logger.warning("could not forget confirmed delivery events", metadata: ["error": "\(error)"])
                 return
             }
-            if done.count < window.count { return }  // the connection failed: the rest go on the next one
+            if done.count < window.count {
+                // Refused (an error reply) or the connection failed: again after the interval
+                // if still connected (a new connection sends them at once, `connected`).
+                let interval = configuration.eventRetryInterval
+                Task {
+                    try? await Task.sleep(for: interval)
+                    await self.sendPendingEvents()
+                }
+                return
+            }
         }
     }
 

@@ -164,6 +164,12 @@ public final class APNsConnection: Sendable {
         return try? await channel.eventLoop.submit { handler.value.goAwayReason }.get()
     }
 
+    /// The server's `SETTINGS_MAX_CONCURRENT_STREAMS` as last received (1 before any).
+    public func maximumConcurrentStreams() async -> Int {
+        let handler = self.handler
+        return (try? await channel.eventLoop.submit { handler.value.maxConcurrentStreams }.get()) ?? 1
+    }
+
     public func close() async {
         try? await channel.close()
     }
@@ -192,7 +198,7 @@ final class APNsClientHandler: ChannelInboundHandler {
     private var open: [HTTP2StreamID: Open] = [:]
     private var queue: [(APNsRequest, EventLoopPromise<APNsResponse>)] = []
     /// Until the server's SETTINGS say otherwise, one stream (APNs' rule before authentication).
-    private var maxConcurrentStreams = 1
+    private(set) var maxConcurrentStreams = 1
     private var sawSettings = false
     private(set) var goAwayReason: String?
     private var closed: APNsClientError?

@@ -672,15 +672,24 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     public func recordEvent(_ event: DeliveryEvent, apnsID: String, deviceID: String, at: EpochMilliseconds) throws(GatewayStoreError) -> Bool {
         guard Self.eventColumn(event) != nil else { return false }
-        return try write { db in try Self.record(event, apnsID: apnsID, deviceID: deviceID, at: at, db) }
+        return try write { db in
+            guard let device = try Self.deviceNo(deviceID, db) else { return false }
+            return try Self.record(event, apnsID: apnsID, deviceNo: device, at: at, db)
+        }
     }
 
-    /// Every event in one transaction (one commit, one sync): what a device reported in a burst.
+    /// Every event in one transaction (one commit, one sync): what a device reported in a
+    /// burst. The device's row is looked up once per batch.
     public func recordEvents(_ events: [(event: DeliveryEvent, apnsID: String)], deviceID: String, at: EpochMilliseconds) throws(GatewayStoreError) {
         guard !events.isEmpty else { return }
         try write { db in
-            for e in events { _ = try Self.record(e.event, apnsID: e.apnsID, deviceID: deviceID, at: at, db) }
+            guard let device = try Self.deviceNo(deviceID, db) else { return }
+            for e in events { _ = try Self.record(e.event, apnsID: e.apnsID, deviceNo: device, at: at, db) }
         }
+    }
+
+    private static func deviceNo(_ deviceID: String, _ db: Database) throws -> Int64? {
+        try Int64.fetchOne(db.cachedStatement(sql: "SELECT device_no FROM gw_devices WHERE device_id = ?"), arguments: [deviceID])
     }
 
     private static func eventColumn(_ event: DeliveryEvent) -> String? {
@@ -692,9 +701,8 @@ public final class SQLiteGatewayStore: GatewayStore {
     }
 
     /// The first time of a stage is kept (`COALESCE`): recording an event again changes nothing.
-    private static func record(_ event: DeliveryEvent, apnsID: String, deviceID: String, at: EpochMilliseconds, _ db: Database) throws -> Bool {
+    private static func record(_ event: DeliveryEvent, apnsID: String, deviceNo device: Int64, at: EpochMilliseconds, _ db: Database) throws -> Bool {
         guard let column = eventColumn(event),
-              let device = try Int64.fetchOne(db, sql: "SELECT device_no FROM gw_devices WHERE device_id = ?", arguments: [deviceID]),
               let seq = try Int64.fetchOne(db, sql: """
                 SELECT seq FROM gw_pushes INDEXED BY gw_pushes_device WHERE device_no = ? AND apns_id = ? ORDER BY seq DESC LIMIT 1
                 """, arguments: [device, apnsID]) else { return false }
