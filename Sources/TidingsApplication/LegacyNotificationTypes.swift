@@ -124,6 +124,8 @@ struct LegacyNotificationIdentity: Hashable, Encodable {
     }
 
     static let prefix = "UILocalNotification."
+    /// Ends the identifier of a notification presented with `presentLocalNotificationNow(_:)`.
+    static let presentedNowSuffix = ".now"
 }
 
 /// What a notification may do: badge, sound, alert (`UNAuthorizationOptions`).

@@ -36,21 +36,28 @@ extension UIApplication {
         add(UNNotificationRequest(localNotification: notification))
     }
 
-    /// Presents `notification` now, whatever its fire date.
+    /// Presents `notification` now, whatever its fire date, as a request of its own (the
+    /// scheduled identifier plus `LegacyNotificationIdentity.presentedNowSuffix`): a
+    /// scheduled copy of the same notification stays scheduled, as on iOS.
     @available(iOS, introduced: 4.0, deprecated: 10.0, message: "Use UserNotifications Framework's -[UNUserNotificationCenter addNotificationRequest:withCompletionHandler:]")
     @available(*, deprecated, message: "Use UserNotifications Framework's -[UNUserNotificationCenter addNotificationRequest:withCompletionHandler:]")
     public func presentLocalNotificationNow(_ notification: UILocalNotification) {
         let request = UNNotificationRequest(localNotification: notification)
-        add(UNNotificationRequest(identifier: request.identifier, content: request.content, trigger: nil))
+        add(UNNotificationRequest(identifier: request.identifier + LegacyNotificationIdentity.presentedNowSuffix, content: request.content, trigger: nil))
     }
 
-    /// Cancels the scheduled notification equal to `notification` and withdraws it if shown.
+    /// Cancels the scheduled notification equal to `notification` and withdraws it if
+    /// shown, also when it was presented with `presentLocalNotificationNow(_:)`.
     @available(iOS, introduced: 4.0, deprecated: 10.0, message: "Use UserNotifications Framework's -[UNUserNotificationCenter removePendingNotificationRequestsWithIdentifiers:]")
     @available(*, deprecated, message: "Use UserNotifications Framework's -[UNUserNotificationCenter removePendingNotificationRequestsWithIdentifiers:]")
     public func cancelLocalNotification(_ notification: UILocalNotification) {
-        let identifier = notification.requestIdentifier ?? notification.identity.requestIdentifier
-        notificationCenter.removePendingNotificationRequests(withIdentifiers: [identifier])
-        notificationCenter.removeDeliveredNotifications(withIdentifiers: [identifier])
+        var scheduled = notification.requestIdentifier ?? notification.identity.requestIdentifier
+        if scheduled.hasSuffix(LegacyNotificationIdentity.presentedNowSuffix) {
+            scheduled.removeLast(LegacyNotificationIdentity.presentedNowSuffix.count)
+        }
+        let identifiers = [scheduled, scheduled + LegacyNotificationIdentity.presentedNowSuffix]
+        notificationCenter.removePendingNotificationRequests(withIdentifiers: identifiers)
+        notificationCenter.removeDeliveredNotifications(withIdentifiers: identifiers)
     }
 
     /// Cancels every pending request of the app.
@@ -161,8 +168,14 @@ extension UIApplication {
 
     /// Makes the center's delegate turn notifications into the pre-iOS 10 callbacks, unless
     /// the app set a delegate of its own (then, as on iOS 10, the old callbacks are not used).
+    /// Called by the legacy API only: an app that never uses it keeps its center as it set it.
     @discardableResult
     func installLegacyBridge() -> LegacyNotificationBridge? {
+        usesLegacyAPI = true
+        return attachBridge()
+    }
+
+    private func attachBridge() -> LegacyNotificationBridge? {
         if let bridge = legacyBridge as? LegacyNotificationBridge {
             return notificationCenter.delegate === bridge ? bridge : nil
         }
@@ -174,33 +187,44 @@ extension UIApplication {
     }
 
     /// Sets the delegate and runs UIKit's launch sequence: `willFinishLaunchingWithOptions`
-    /// then `didFinishLaunchingWithOptions`. When the daemon started the process for a
-    /// response, the options carry it (`.localNotification`: the `UILocalNotification`;
-    /// `.remoteNotification`: the payload) and it is then handled as UIKit does: a
-    /// `UNUserNotificationCenter` delegate set during launch receives it, else a custom
-    /// action goes to `handleActionWithIdentifier…`. Returns what the two methods return.
+    /// then `didFinishLaunchingWithOptions`; silent pushes are delivered only after that, as
+    /// on iOS. When the daemon started the process for a response
+    /// (`TIDINGS_LAUNCH_REASON=response`), the options carry it (`.localNotification`: the
+    /// `UILocalNotification`; `.remoteNotification`: the payload) and it is then handled as
+    /// UIKit does: a `UNUserNotificationCenter` delegate set during launch receives it, else,
+    /// in an app that used the legacy API while launching, a custom action goes to
+    /// `handleActionWithIdentifier…`. Returns what the two methods return.
     @discardableResult
     public func launch(with delegate: any UIApplicationDelegate) async -> Bool {
+        isLaunching = true
         self.delegate = delegate
         var launchResponse: (response: UNNotificationResponse, done: @Sendable () -> Void)?
-        if launchedForResponse, let bridge = installLegacyBridge() {
+        // The bridge is the center's delegate for the wait (the daemon sends a response only
+        // to a center with a delegate); it stays only if the app uses the legacy API.
+        if launchedForResponse, let bridge = attachBridge() {
             launchResponse = await bridge.awaitLaunchResponse(timeout: launchTimeout)
         }
         let routing: any LegacyNotificationRouting = self
         let options = launchResponse.map { routing.launchOptions(for: $0.response) }
         let willFinish = delegate.application(self, willFinishLaunchingWithOptions: options)
         let didFinish = delegate.application(self, didFinishLaunchingWithOptions: options)
+        let center = notificationCenter
+        if !usesLegacyAPI, let bridge = legacyBridge {
+            if center.delegate === bridge { center.delegate = nil }
+            legacyBridge = nil
+        }
         if let launchResponse {
             let (response, done) = (launchResponse.response, launchResponse.done)
-            let center = notificationCenter
             if let appDelegate = center.delegate, appDelegate !== legacyBridge {
                 appDelegate.userNotificationCenter(center, didReceive: response, withCompletionHandler: done)
-            } else if response.actionIdentifier != UNNotificationDefaultActionIdentifier {
+            } else if usesLegacyAPI, response.actionIdentifier != UNNotificationDefaultActionIdentifier {
                 routing.deliverLegacy(response, completion: done)
             } else {
                 done()
             }
         }
+        isLaunching = false
+        announceRemoteNotificationDelegate()
         return willFinish && didFinish
     }
 }

@@ -129,11 +129,17 @@ public final class UIApplication {
     private var eventTask: Task<Void, Never>?
     private weak var storedDelegate: (any UIApplicationDelegate)?
     private let centerOverride: UNUserNotificationCenter?
-    /// Whether the daemon started this process for a response (`TIDINGS_LAUNCH_STATE`).
+    /// Whether the daemon started this process for a response
+    /// (`TIDINGS_LAUNCH_REASON=response`; not for a silent push).
     let launchedForResponse: Bool
     /// The `UNUserNotificationCenter` delegate that turns notifications into the pre-iOS 10
-    /// callbacks (a `LegacyNotificationBridge`), once the app uses the legacy API.
+    /// callbacks (a `LegacyNotificationBridge`), once the app uses the legacy API; also the
+    /// center's delegate while `launch(with:)` waits for the response that launched the app.
     var legacyBridge: NSObject?
+    /// True once the app called the legacy notification API (scheduling, registering).
+    var usesLegacyAPI = false
+    /// True while `launch(with:)` runs: silent pushes wait until `didFinishLaunching` returned.
+    var isLaunching = false
     /// `legacyQueryTimeout` and `launchResponseTimeout` of this object (tests shorten them).
     @_spi(Tidings) public var queryTimeout = UIApplication.legacyQueryTimeout
     @_spi(Tidings) public var launchTimeout = UIApplication.launchResponseTimeout
@@ -141,7 +147,13 @@ public final class UIApplication {
     /// The process's application object.
     public static let shared = UIApplication(
         transport: makeDefaultTransport(),
-        launchedForResponse: ProcessInfo.processInfo.environment["TIDINGS_LAUNCH_STATE"] != nil)
+        launchedForResponse: isResponseLaunch(ProcessInfo.processInfo.environment))
+
+    /// Whether `environment` is that of a process the daemon launched for a response
+    /// (`TIDINGS_LAUNCH_REASON=response`); a launch for a silent push is not.
+    @_spi(Tidings) public nonisolated static func isResponseLaunch(_ environment: [String: String]) -> Bool {
+        environment["TIDINGS_LAUNCH_REASON"] == LaunchReason.response.rawValue
+    }
 
     /// An application object on another transport (tests: an in-process engine), with the
     /// notification center its legacy notification API uses (default: `.current()`).
@@ -162,14 +174,19 @@ public final class UIApplication {
     }
 
     /// The app delegate (held weakly, as UIKit does). Setting it tells the daemon that
-    /// silent pushes can be delivered; a launch for a silent push waits for this.
+    /// silent pushes can be delivered (during `launch(with:)`: once `didFinishLaunching`
+    /// returned); a launch for a silent push waits for this.
     public var delegate: (any UIApplicationDelegate)? {
         get { storedDelegate }
         set {
             storedDelegate = newValue
-            startEvents()
-            transport.send(.setRemoteNotificationDelegate(newValue != nil))
+            if !isLaunching { announceRemoteNotificationDelegate() }
         }
+    }
+
+    func announceRemoteNotificationDelegate() {
+        startEvents()
+        transport.send(.setRemoteNotificationDelegate(storedDelegate != nil))
     }
 
     /// True after a registration succeeded in this process, until `unregister…`.

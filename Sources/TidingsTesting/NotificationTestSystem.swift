@@ -117,13 +117,13 @@ public final class NotificationTestSystem: Sendable {
 
 /// Records the apps the engine asked to launch.
 public final class RecordingLauncher: AppLauncher {
-    private let log = Mutex<[(String, AppState)]>([])
+    private let log = Mutex<[(String, AppState, LaunchReason)]>([])
     public init() {}
 
-    public var launches: [(bundleIdentifier: String, state: AppState)] { log.withLock { $0.map { ($0.0, $0.1) } } }
+    public var launches: [(bundleIdentifier: String, state: AppState, reason: LaunchReason)] { log.withLock { $0.map { ($0.0, $0.1, $0.2) } } }
 
-    public func launch(_ app: AppRecord, state: AppState) async throws {
-        log.withLock { $0.append((app.bundleIdentifier, state)) }
+    public func launch(_ app: AppRecord, state: AppState, reason: LaunchReason) async throws {
+        log.withLock { $0.append((app.bundleIdentifier, state, reason)) }
     }
 }
 

@@ -16,10 +16,21 @@ final class LegacyAppDelegate: NSObject, UIApplicationDelegate {
     var actions: [(identifier: String?, notification: UILocalNotification, responseInfo: [AnyHashable: Any])] = []
     /// A UserNotifications delegate the app installs while launching (an app ported halfway).
     var notificationDelegate: (any UNUserNotificationCenterDelegate)?
+    /// A notification the app schedules while launching (it uses the legacy API).
+    var scheduleWhileLaunching: UILocalNotification?
+    /// The launch and silent-push callbacks, in the order they came.
+    var order: [String] = []
+
+    func application(_ application: UIApplication, willFinishLaunchingWithOptions launchOptions: [UIApplication.LaunchOptionsKey: Any]?) -> Bool {
+        order.append("willFinishLaunching")
+        return true
+    }
 
     func application(_ application: UIApplication, didFinishLaunchingWithOptions launchOptions: [UIApplication.LaunchOptionsKey: Any]?) -> Bool {
+        order.append("didFinishLaunching")
         launches.append(launchOptions)
         if let notificationDelegate { application.notificationCenter.delegate = notificationDelegate }
+        if let scheduleWhileLaunching { application.scheduleLocalNotification(scheduleWhileLaunching) }
         return true
     }
 
@@ -33,6 +44,7 @@ final class LegacyAppDelegate: NSObject, UIApplicationDelegate {
 
     // Only the pre-iOS 7 remote method: UIKit falls back to it.
     func application(_ application: UIApplication, didReceiveRemoteNotification userInfo: [AnyHashable: Any]) {
+        order.append("didReceiveRemoteNotification")
         remote.append(userInfo)
     }
 
@@ -311,6 +323,99 @@ struct LegacyNotificationTests {
         await app.system.shutdown()
     }
 
+    @Test func onlyALaunchForAResponseWaitsForOne() async throws {
+        // The daemon marks why it launched the app: a response, or a silent push.
+        let system = try await NotificationTestSystem.start()
+        _ = try await system.install(LegacyApp.bundle)
+        #expect(await system.engine.receiveRemote(Self.silentPush(system, n: 1)) == .delivered(presented: false, wake: .waiting))
+        let launch = try #require(system.launcher.launches.first)
+        #expect(launch.state == .background && launch.reason == .remoteNotification)
+        // The environment ProcessLauncher gives that process: not a launch for a response.
+        let environment = ["TIDINGS_LAUNCH_STATE": launch.state.rawValue, "TIDINGS_LAUNCH_REASON": launch.reason.rawValue]
+        #expect(!UIApplication.isResponseLaunch(environment))
+        #expect(!UIApplication.isResponseLaunch(["TIDINGS_LAUNCH_STATE": "background"]))
+        #expect(!UIApplication.isResponseLaunch([:]))
+        #expect(UIApplication.isResponseLaunch(["TIDINGS_LAUNCH_STATE": "active", "TIDINGS_LAUNCH_REASON": LaunchReason.response.rawValue]))
+        await system.shutdown()
+    }
+
+    @Test func aSilentPushWaitingAtLaunchComesAfterDidFinishLaunching() async throws {
+        // The app was launched for a response; a silent push came meanwhile and waits for it.
+        let system = try await NotificationTestSystem.start()
+        _ = try await Self.deliverAndTapWhileNotRunning(system, body: "launch me")
+        #expect(await system.engine.receiveRemote(Self.silentPush(system, n: 7)) == .delivered(presented: false, wake: .waiting))
+        let app = try await LegacyApp.start(system: system, launchedForResponse: true)
+        #expect(await app.application.launch(with: app.delegate))
+        #expect(await eventually { await MainActor.run { app.delegate.remote.count == 1 } })
+        #expect(app.delegate.order == ["willFinishLaunching", "didFinishLaunching", "didReceiveRemoteNotification"])
+        #expect(app.delegate.launches.first??[.localNotification] != nil)
+        await system.shutdown()
+    }
+
+    @Test func anAppThatDoesNotUseTheLegacyAPIKeepsNoBridgeAfterItsLaunch() async throws {
+        let system = try await NotificationTestSystem.start()
+        _ = try await Self.deliverAndTapWhileNotRunning(system, body: "modern")
+        let app = try await LegacyApp.start(system: system, launchedForResponse: true)
+        #expect(await app.application.launch(with: app.delegate))
+        // The response still reached the launch options and was handled.
+        #expect((app.delegate.launches.first??[.localNotification] as? UILocalNotification)?.alertBody == "modern")
+        #expect(await eventually { (try? await system.engine.heldResponses(LegacyApp.bundle).isEmpty) == true })
+        // No delegate of the legacy API on its center: a notification in the foreground is
+        // presented as the person's settings say, not swallowed for the old callbacks.
+        #expect(app.center.delegate == nil)
+        let shown = UNMutableNotificationContent()
+        shown.body = "shown"
+        try await app.center.add(UNNotificationRequest(identifier: "foreground", content: shown, trigger: nil))
+        #expect(await eventually { system.presenter.presentedIdentifiers.contains("foreground") })
+        #expect(app.delegate.local.isEmpty)
+        await system.shutdown()
+    }
+
+    @Test func anAppThatUsesTheLegacyAPIWhileLaunchingKeepsTheBridge() async throws {
+        let system = try await NotificationTestSystem.start()
+        _ = try await Self.deliverAndTapWhileNotRunning(system, body: "legacy", action: "reply")
+        let app = try await LegacyApp.start(system: system, launchedForResponse: true)
+        app.delegate.scheduleWhileLaunching = app.note("later", in: 3600)
+        #expect(await app.application.launch(with: app.delegate))
+        // The action that launched it goes to handleActionWithIdentifier, as before iOS 10.
+        #expect(app.delegate.actions.map(\.identifier) == ["reply"])
+        #expect(app.center.delegate != nil)
+        #expect(await eventually { (try? await system.engine.heldResponses(LegacyApp.bundle).isEmpty) == true })
+        await system.shutdown()
+    }
+
+    @Test func presentingNowKeepsAScheduledCopyAndCancellingRemovesBoth() async throws {
+        let app = try await LegacyApp.start(state: .background)
+        await app.register()
+        let note = app.note("both", in: 60)
+        app.application.scheduleLocalNotification(note)
+        #expect(await eventually { await app.center.pendingNotificationRequests().count == 1 })
+        app.application.presentLocalNotificationNow(note)
+        #expect(await eventually { await app.center.deliveredNotifications().count == 1 })
+        // On iOS both stay: the one shown now and the one scheduled for later.
+        #expect(await app.center.pendingNotificationRequests().map(\.content.body) == ["both"])
+        // An equal notification cancels both.
+        app.application.cancelLocalNotification(app.note("both", in: 60))
+        #expect(await eventually {
+            let pending = await app.center.pendingNotificationRequests()
+            let delivered = await app.center.deliveredNotifications()
+            return pending.isEmpty && delivered.isEmpty
+        })
+        // So does the copy read back from the notification shown now.
+        app.application.scheduleLocalNotification(note)
+        app.application.presentLocalNotificationNow(note)
+        #expect(await eventually { await app.center.deliveredNotifications().count == 1 })
+        #expect(await eventually { await app.center.pendingNotificationRequests().count == 1 })
+        let shown = try #require(await app.center.deliveredNotifications().first)
+        app.application.cancelLocalNotification(UILocalNotification(request: shown.request, date: shown.date))
+        #expect(await eventually {
+            let pending = await app.center.pendingNotificationRequests()
+            let delivered = await app.center.deliveredNotifications()
+            return pending.isEmpty && delivered.isEmpty
+        })
+        await app.system.shutdown()
+    }
+
     @Test func synchronousQueriesAnswerEmptyWhenTheDaemonDoesNotAnswerInTime() async throws {
         let daemon = UnansweringTransport()
         let center = UNUserNotificationCenter(transport: daemon)
@@ -322,13 +427,23 @@ struct LegacyNotificationTests {
         daemon.answerEverything()
     }
 
+    /// A silent push for the app, as the device hands it to the engine.
+    static func silentPush(_ system: NotificationTestSystem, n: Int) -> RemotePush {
+        let now = Int64(system.clock.now.timeIntervalSince1970 * 1000)
+        return RemotePush(apnsID: "s\(n)", sequence: Int64(n), bundleIdentifier: LegacyApp.bundle, pushType: "background", priority: 5,
+                          collapseID: nil, expiresAt: now + 86_400_000, acceptedAt: now, payload: #"{"aps":{"content-available":1},"n":\#(n)}"#)
+    }
+
     /// A notification delivered and tapped while the app does not run: the engine holds
     /// the response and launches the app.
-    static func deliverAndTapWhileNotRunning(_ system: NotificationTestSystem, body: String, remote: Bool = false) async throws -> String {
+    static func deliverAndTapWhileNotRunning(_ system: NotificationTestSystem, body: String, remote: Bool = false,
+                                             action: String = UNNotificationDefaultActionIdentifier) async throws -> String {
         let setup = try await system.connect(LegacyApp.bundle)
         _ = try await setup.call(.requestAuthorization(AuthorizationOptionsValue(rawValue: 0b111)))
+        _ = try await setup.call(.setCategories([CategoryValue(identifier: "message", actions: [ActionValue(identifier: "reply", title: "Reply")])]))
         var content = NotificationContentValue()
         content.body = body
+        content.categoryIdentifier = "message"
         content.userInfo = ["aps": .dictionary(["alert": .string(body)]), "article": .integer(42)]
         let identifier = LegacyNotificationIdentityForTests.identifier(body)
         await setup.disconnect()
@@ -339,8 +454,9 @@ struct LegacyNotificationTests {
             _ = try await again.call(.add(NotificationRequestValue(identifier: identifier, content: content, trigger: nil)))
             await again.disconnect()
         }
-        try await system.engine.respond(bundle: LegacyApp.bundle, identifier: identifier, actionIdentifier: UNNotificationDefaultActionIdentifier)
+        try await system.engine.respond(bundle: LegacyApp.bundle, identifier: identifier, actionIdentifier: action)
         #expect(system.launcher.launches.map(\.bundleIdentifier) == [LegacyApp.bundle])
+        #expect(system.launcher.launches.map(\.reason) == [.response])
         return identifier
     }
 }

@@ -112,11 +112,20 @@ struct AttachmentTests {
         }
     }
 
-    @Test func symbolicLinksAreFollowed() throws {
+    /// The daemon refuses a symbolic link at `add` (attachmentInvalidURL); the attachment's
+    /// creation refuses it the same way, so the error comes where Apple's would. A link in a
+    /// directory above the file is walked by the daemon, and accepted here too.
+    @Test func symbolicLinksAreRefusedWhenTheAttachmentIsCreated() throws {
         let target = try dir.file("target.png", Fixtures.png)
         let link = dir.url.appendingPathComponent("link.png")
         try FileManager.default.createSymbolicLink(at: link, withDestinationURL: target)
-        #expect(try UNNotificationAttachment(identifier: "a", url: link).type == "public.png")
+        #expect { try UNNotificationAttachment(identifier: "a", url: link) } throws: { error in
+            guard let error = error as? UNError else { return false }
+            return error.code == .attachmentInvalidURL && error.message.contains("symbolic link")
+        }
+        let linkedDirectory = dir.url.appendingPathComponent("linked")
+        try FileManager.default.createSymbolicLink(at: linkedDirectory, withDestinationURL: dir.url)
+        #expect(try UNNotificationAttachment(identifier: "a", url: linkedDirectory.appendingPathComponent("target.png")).type == "public.png")
     }
 
     @Test func thumbnailOptionsAreValidatedAndKept() throws {

@@ -26,6 +26,13 @@ public enum AppState: String, Sendable, Hashable, Codable {
     case active, inactive, background
 }
 
+/// Why the daemon launched an app's process (`TIDINGS_LAUNCH_REASON`, docs/app-ipc.md):
+/// for a person's response to a notification, or to deliver a silent push.
+public enum LaunchReason: String, Sendable, Hashable, Codable {
+    case response
+    case remoteNotification = "remote-notification"
+}
+
 public enum AppRequest: Sendable, Hashable, Codable {
     case hello(AppHello)
     /// Opens an admin connection (the `tidings` CLI) instead of an app's.

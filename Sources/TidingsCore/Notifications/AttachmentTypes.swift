@@ -100,11 +100,12 @@ public enum AttachmentTypes {
         all.map { "\($0.uti) (.\($0.extensions[0]))" }.joined(separator: ", ")
     }
 
-    /// Validates a local file as an attachment: it exists and is a regular file, its type
-    /// is supported (extension or hint), its size is within the kind's limit, and its first
-    /// bytes carry the type's signature. Returns the type.
+    /// Validates a local file as an attachment: it exists and is a regular file (not a
+    /// symbolic link: the daemon refuses one at `add`, so it is refused here, where the
+    /// attachment is created), its type is supported (extension or hint), its size is
+    /// within the kind's limit, and its first bytes carry the type's signature. Returns the type.
     ///
-    /// Errors: `attachmentInvalidURL` (missing, not a regular file, unreadable),
+    /// Errors: `attachmentInvalidURL` (missing, a symbolic link, not a regular file, unreadable),
     /// `attachmentUnrecognizedType`, `attachmentInvalidFileSize`, `attachmentCorrupt`.
     public static func validateFile(atPath path: String, typeHint: String?) throws(NotificationError) -> AttachmentFileType {
         var isDirectory: ObjCBool = false
@@ -117,8 +118,11 @@ public enum AttachmentTypes {
         let type = try resolve(pathExtension: (path as NSString).pathExtension, typeHint: typeHint)
         let size: Int64
         do {
-            // Symbolic links are followed: the file they name is what gets attached.
-            let attributes = try FileManager.default.attributesOfItem(atPath: (path as NSString).resolvingSymlinksInPath)
+            // The path itself (lstat): a symbolic link is refused, as the daemon refuses it.
+            let attributes = try FileManager.default.attributesOfItem(atPath: path)
+            if let fileType = attributes[.type] as? FileAttributeType, fileType == .typeSymbolicLink {
+                throw NotificationError(.attachmentInvalidURL, "\(path) is a symbolic link; attach the file itself")
+            }
             if let fileType = attributes[.type] as? FileAttributeType, fileType != .typeRegular {
                 throw NotificationError(.attachmentInvalidURL, "The attachment at \(path) is not a regular file.")
             }

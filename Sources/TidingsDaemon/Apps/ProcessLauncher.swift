@@ -14,16 +14,12 @@ public struct ProcessLauncher: AppLauncher {
         self.logger = logger
     }
 
-    public func launch(_ app: AppRecord, state: AppState) async throws {
+    public func launch(_ app: AppRecord, state: AppState, reason: LaunchReason) async throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: app.executable)
         process.arguments = app.arguments
         process.currentDirectoryURL = URL(fileURLWithPath: app.directory)
-        var environment = ProcessInfo.processInfo.environment
-        environment["TIDINGS_SOCKET"] = socketPath
-        environment["TIDINGS_BUNDLE_ID"] = app.bundleIdentifier
-        environment["TIDINGS_LAUNCH_STATE"] = state.rawValue
-        process.environment = environment
+        process.environment = environment(for: app, state: state, reason: reason, inheriting: ProcessInfo.processInfo.environment)
         process.standardInput = FileHandle.nullDevice
         let bundle = app.bundleIdentifier
         let logger = logger
@@ -31,6 +27,17 @@ public struct ProcessLauncher: AppLauncher {
             logger.info("app exited", metadata: ["app": "\(bundle)", "status": "\(process.terminationStatus)"])
         }
         try process.run()
-        logger.info("launched app", metadata: ["app": "\(bundle)", "pid": "\(process.processIdentifier)", "state": "\(state.rawValue)"])
+        logger.info("launched app", metadata: ["app": "\(bundle)", "pid": "\(process.processIdentifier)", "state": "\(state.rawValue)", "reason": "\(reason.rawValue)"])
+    }
+
+    /// The launched process's environment: the daemon's, plus `TIDINGS_SOCKET`,
+    /// `TIDINGS_BUNDLE_ID`, `TIDINGS_LAUNCH_STATE` and `TIDINGS_LAUNCH_REASON` (docs/app-ipc.md).
+    public func environment(for app: AppRecord, state: AppState, reason: LaunchReason, inheriting inherited: [String: String]) -> [String: String] {
+        var environment = inherited
+        environment["TIDINGS_SOCKET"] = socketPath
+        environment["TIDINGS_BUNDLE_ID"] = app.bundleIdentifier
+        environment["TIDINGS_LAUNCH_STATE"] = state.rawValue
+        environment["TIDINGS_LAUNCH_REASON"] = reason.rawValue
+        return environment
     }
 }

@@ -37,13 +37,14 @@ public protocol AppLink: AnyObject, Sendable {
 public protocol AppLauncher: Sendable {
     /// `state` is how the app should consider itself: `.active` for an action with the
     /// foreground option or the default action, `.background` otherwise.
-    func launch(_ app: AppRecord, state: AppState) async throws
+    /// `reason`: a response waits for the app, or a silent push (docs/app-ipc.md).
+    func launch(_ app: AppRecord, state: AppState, reason: LaunchReason) async throws
 }
 
 /// A launcher that launches nothing: for an engine with no app processes (tests of the engine alone).
 public struct NoLauncher: AppLauncher {
     public init() {}
-    public func launch(_ app: AppRecord, state: AppState) async throws {}
+    public func launch(_ app: AppRecord, state: AppState, reason: LaunchReason) async throws {}
 }
 
 public struct EngineConfiguration: Sendable {

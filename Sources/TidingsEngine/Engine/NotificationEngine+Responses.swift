@@ -61,7 +61,7 @@ extension NotificationEngine {
         if sessions.values.contains(where: { $0.bundleIdentifier == bundle && $0.hasDelegate }) {
             await dispatchHeldResponses(bundle)
         } else if !sessions.values.contains(where: { $0.bundleIdentifier == bundle }) {
-            await launch(bundle, state: launchState)
+            await launch(bundle, state: launchState, reason: .response)
         }
         // A running process without a delegate gets its responses when it sets one.
     }
@@ -93,12 +93,12 @@ extension NotificationEngine {
         } while redispatchResponses.contains(bundle)
     }
 
-    func launch(_ bundle: String, state: AppState) async {
+    func launch(_ bundle: String, state: AppState, reason: LaunchReason) async {
         guard !launching.contains(bundle), let app = try? await app(bundle) else { return }
         launching.insert(bundle)
         do {
-            try await configuration.launcher.launch(app, state: state)
-            logger.info("launched app for a response", metadata: ["app": "\(bundle)"])
+            try await configuration.launcher.launch(app, state: state, reason: reason)
+            logger.info("launched app", metadata: ["app": "\(bundle)", "reason": "\(reason.rawValue)"])
         } catch {
             launching.remove(bundle)
             logger.error("could not launch app", metadata: ["app": "\(bundle)", "error": "\(error)"])

@@ -245,7 +245,7 @@ extension NotificationEngine {
         if queue.count > remote.configuration.maximumWaitingWakes { queue.removeFirst(queue.count - remote.configuration.maximumWaitingWakes) }
         remote.waiting[bundle] = queue
         if !sessions.values.contains(where: { $0.bundleIdentifier == bundle }) {
-            await launch(bundle, state: .background)
+            await launch(bundle, state: .background, reason: .remoteNotification)
         }
         return .waiting
     }
