@@ -8,7 +8,8 @@
 #    alternating with nginx; prints req/s and server CPU µs per request (user + system, all
 #    threads: less sensitive than req/s to what else runs on the machine) per run, and the
 #    medians. PERF=<file> profiles the gateway during its first run (perf record -F 499 -g,
-#    PERF_SECONDS, default 12). E2E=0 skips benchmark 2.
+#    PERF_SECONDS, default 12). E2E=0 skips benchmark 2. BENCH_ENVIRONMENT=production: the gateway and
+#    the device's tokens in production (no apns-unique-id on the 200s, as at Apple).
 # 2. End to end: the same load while a device is connected and acknowledges; the device side
 #    prints pushes/s and accept → receipt latency p50/p99.
 # 3. Backlog: the device of benchmark 1 (offline so far) connects and receives everything
@@ -80,7 +81,7 @@ D="$WORK/gateway"
 # retry REFUSED_STREAM, so with APNs' limit of 1 a connection sometimes lost all its requests. The
 # limit only matters for each connection's first milliseconds; the steady state measured is the same.
 "$TIDINGS" gateway --data-dir "$D" --listen 127.0.0.1:$GW_PORT --device-listen 127.0.0.1:$DEV_PORT --admin-listen 127.0.0.1:$ADMIN_PORT \
-  --device-rate-limit 0 --new-device-rate-limit 0 --unauthenticated-stream-limit 64 --threads "$THREADS" --log-level error > "$WORK/gateway.log" 2>&1 &
+  --device-rate-limit 0 --new-device-rate-limit 0 --unauthenticated-stream-limit 64 --environment "${BENCH_ENVIRONMENT:-development}" --threads "$THREADS" --log-level error > "$WORK/gateway.log" 2>&1 &
 GW=$!; PIDS+=("$GW")
 for _ in $(seq 100); do curl -s -o /dev/null http://127.0.0.1:$ADMIN_PORT/healthz && break; sleep 0.1; done
 kill -0 "$GW" 2>/dev/null || { echo "the gateway exited:"; cat "$WORK/gateway.log"; exit 1; }

@@ -66,7 +66,9 @@ case "device":
         }
     }
     let connection = try await DeviceConnection.connect(DeviceClientConfiguration(host: host, port: port, deviceKey: key, trustRootPaths: [cert]))
-    let token = try await connection.requestToken(topic: topic, environment: .development)
+    // BENCH_ENVIRONMENT=production: a production token (the gateway then sends no apns-unique-id).
+    let environment: APNsEnvironment = ProcessInfo.processInfo.environment["BENCH_ENVIRONMENT"] == "production" ? .production : .development
+    let token = try await connection.requestToken(topic: topic, environment: environment)
     print("TOKEN \(token.hex)")
     fflush(nil)
     let (received, first, duplicates) = try await receive(count, from: connection)
