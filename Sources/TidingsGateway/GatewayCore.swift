@@ -75,8 +75,7 @@ final class GatewayCore: Sendable {
             }
         }
         let expired = try batches { try store.expirePushes(now: now, limit: Self.pruneBatch) }
-        let (cutoff, overflow) = now.subtractingReportingOverflow(configuration.pushRetention.milliseconds)
-        let before = overflow ? EpochMilliseconds.min : cutoff
+        let before = now.saturatingSubtract(configuration.pushRetention.milliseconds)
         let pruned = try batches { try store.prunePushes(finishedBefore: before, limit: Self.pruneBatch) }
         if expired > 0 || pruned > 0 {
             logger.info("maintenance", metadata: ["expired": "\(expired)", "pruned": "\(pruned)"])
@@ -132,10 +131,5 @@ func expiresAt(_ expiration: Expiration?, now: EpochMilliseconds, limit: EpochMi
 extension Duration {
     /// Whole milliseconds, for the store's `EpochMilliseconds` arithmetic.
     /// Saturating: a duration past `Int64.max` milliseconds (about 292 million years) is that.
-    var milliseconds: EpochMilliseconds {
-        let (whole, overflow) = EpochMilliseconds(components.seconds).multipliedReportingOverflow(by: 1000)
-        if overflow { return components.seconds < 0 ? .min : .max }
-        let (sum, overflow2) = whole.addingReportingOverflow(EpochMilliseconds(components.attoseconds / 1_000_000_000_000_000))
-        return overflow2 ? (whole < 0 ? .min : .max) : sum
-    }
+    var milliseconds: EpochMilliseconds { saturatingCount(perSecond: 1000) }
 }

@@ -32,14 +32,7 @@ public struct AppSocketLimits: Sendable, Hashable {
     }
 
     /// `helloTimeout` on the event loop's clock, clamped to what it can count (±2⁶³ ns).
-    var helloTimeAmount: TimeAmount {
-        let (seconds, attoseconds) = helloTimeout.components
-        let (scaled, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
-        guard !overflow else { return .nanoseconds(seconds < 0 ? 0 : .max) }
-        let (total, overflow2) = scaled.addingReportingOverflow(attoseconds / 1_000_000_000)
-        guard !overflow2 else { return .nanoseconds(seconds < 0 ? 0 : .max) }
-        return .nanoseconds(max(total, 0))
-    }
+    var helloTimeAmount: TimeAmount { .nanoseconds(max(helloTimeout.saturatingCount(perSecond: 1_000_000_000), 0)) }
 }
 
 /// Why the daemon refused a connection before or instead of reading a request.

@@ -152,19 +152,3 @@ public struct ProviderAuthenticationStateMachine: Sendable {
         }
     }
 }
-
-fileprivate extension Int64 {
-    /// `self - other`, clamped to `Int64`'s range instead of trapping.
-    func saturatingSubtract(_ other: Int64) -> Int64 {
-        let (difference, overflow) = subtractingReportingOverflow(other)
-        guard overflow else { return difference }
-        return other < 0 ? .max : .min
-    }
-
-    /// `self + other`, clamped to `Int64`'s range instead of trapping.
-    func saturatingAdd(_ other: Int64) -> Int64 {
-        let (sum, overflow) = addingReportingOverflow(other)
-        guard overflow else { return sum }
-        return other < 0 ? .min : .max
-    }
-}
