@@ -1,6 +1,7 @@
 import Foundation
 import NIOCore
 import NIOHTTP1
+import TidingsCore
 import TidingsStorage
 
 /// The admin endpoint (HTTP/1.1): `GET /metrics` (Prometheus text), `GET /status/<apns-id>`

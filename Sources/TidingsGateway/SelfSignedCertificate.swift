@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import SwiftASN1
+import TidingsCore
 import X509
 
 /// The gateway's self-signed TLS identity: a P-256 key and a certificate for `localhost`,

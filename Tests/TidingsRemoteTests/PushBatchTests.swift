@@ -47,3 +47,16 @@ struct PushBatchTests {
         #expect(try reopened.unprocessed().map(\.sequence) == [2, 3, 4, 5])
     }
 }
+
+/// The device key is made once, mode 0600 from the moment it exists, and read back after.
+@Test func deviceKeyFileIsPrivateAndReused() throws {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-key-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let path = directory.appendingPathComponent("device-key.pem").path
+    let made = try DeviceKeyFile.loadOrCreate(path: path)
+    let mode = (try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? NSNumber)?.intValue
+    #expect(mode == 0o600)
+    #expect(try DeviceKeyFile.loadOrCreate(path: path).rawRepresentation == made.rawRepresentation)
+    #expect(!FileManager.default.fileExists(atPath: path + ".tmp"))
+}

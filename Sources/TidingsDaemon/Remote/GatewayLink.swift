@@ -400,8 +400,10 @@ enum DeviceKeyFile {
         }
         let key = P256.Signing.PrivateKey()
         let temporary = path + ".tmp"
-        guard FileManager.default.createFile(atPath: temporary, contents: Data(key.pemRepresentation.utf8), attributes: [.posixPermissions: 0o600]) else {
-            throw NotificationError(.daemonUnavailable, "cannot write the device key to \(temporary)")
+        do {
+            try PrivateFile.create(temporary, contents: Array(key.pemRepresentation.utf8), replacing: true)
+        } catch {
+            throw NotificationError(.daemonUnavailable, "cannot write the device key: \(error)")
         }
         guard rename(temporary, path) == 0 else { throw NotificationError(.daemonUnavailable, "cannot create the device key \(path)") }
         return key

@@ -8,8 +8,8 @@ import Darwin
 
 /// Writes a file that holds a secret (a private key, a token, a `.p12`) with its mode from the
 /// moment it exists: `open(O_CREAT|O_EXCL, mode)`, never created readable and then `chmod`ed
-/// as `FileManager.createFile(attributes:)` does. The gateway's key and token files and
-/// `tidings certs create`'s output use it.
+/// as `FileManager.createFile(attributes:)` does. The gateway's key and token files,
+/// `tidings certs create`'s output and the daemon's device key use it.
 public enum PrivateFile {
     public struct Failure: Error, CustomStringConvertible {
         public let path: String
