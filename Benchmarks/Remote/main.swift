@@ -1,13 +1,17 @@
 //     swift build -c release --scratch-path .build-rel --product RemoteBenchmark
 //     swift build -c release --scratch-path .build-rel --product TestServiceExtension
-//     .build-rel/release/RemoteBenchmark [N] [--devices M]
+//     .build-rel/release/RemoteBenchmark [N] [--devices M] [--backlog B] [--no-extension]
 //
 // Provider → presented, in one process over loopback: a gateway (SQLite, TLS), the
 // daemon's gateway link (inbox in SQLite, ack after durable) and engine (SQLite), a
 // presenter that notes when each push is shown. Measures the latency of pushes sent one at
 // a time (p50/p99) to an app without a service extension and, interleaved, to one whose
 // warm no-op service extension (TestServiceExtension "noop") runs for each push; then the
-// rate of N pushes sent 64 at a time to one device; then (`--devices M`) M pushes spread
+// rate of N pushes sent 64 at a time to one device (with each push's provider → presented
+// latency under that load, and the process's CPU time per push, against the same pushes to a
+// second device whose channel only acknowledges: the difference is the daemon's side); then
+// (`--backlog B`) B pushes stored while the daemon is away, and the time from its reconnect
+// until the last is presented; then (`--devices M`) M pushes spread
 // over M devices, one each, whose device channels (in a child process: the file
 // descriptors of 10,000 connections on both ends do not fit one process's limit) count
 // them on receipt and acknowledge.
@@ -63,9 +67,11 @@ if let devices = option("--device-clients").flatMap(Int.init) {
 }
 let count = CommandLine.arguments.dropFirst().first.flatMap(Int.init) ?? 2000
 let deviceCount = option("--devices").flatMap(Int.init) ?? 0
+let backlogCount = option("--backlog").flatMap(Int.init) ?? 0
+let withExtension = !CommandLine.arguments.contains("--no-extension")
 let executableDirectory = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
 let extensionExecutable = option("--extension") ?? executableDirectory.appendingPathComponent("TestServiceExtension").path
-guard FileManager.default.isExecutableFile(atPath: extensionExecutable) else {
+guard !withExtension || FileManager.default.isExecutableFile(atPath: extensionExecutable) else {
     FileHandle.standardError.write(Data("no extension executable at \(extensionExecutable): build the TestServiceExtension product first\n".utf8))
     exit(2)
 }
@@ -73,8 +79,7 @@ let extensionBundle = "com.example.bench.ext"
 let bundle = "com.example.bench"
 let dir = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-remote-bench-\(UUID().uuidString.prefix(8))")
 try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-var logger = Logger(label: "bench")
-logger.logLevel = .critical
+let logger = { var logger = Logger(label: "bench"); logger.logLevel = .critical; return logger }()
 
 var gatewayConfiguration = GatewayConfiguration(dataDirectory: dir.appendingPathComponent("gateway"))
 gatewayConfiguration.providerPort = 0
@@ -112,11 +117,15 @@ try await engine.install(AppRecord(
     extensions: [AppExtensionRecord(bundleIdentifier: extensionBundle + ".service", point: .service, executable: extensionExecutable)],
     installedAt: Date()))
 _ = try await engine.updateSettings(extensionBundle) { $0 = .granted([.alert, .sound, .badge], provisional: false) }
-let link = try GatewayLink(configuration: GatewayLinkConfiguration(host: "127.0.0.1", port: addresses.device.port!, trustRootPaths: [addresses.certificatePath!]),
-                           dataDirectory: dir.path, engine: engine, logger: logger)
-await engine.setRemote(link: link)
-let linkTask = Task { await link.run() }
-while await !link.isConnected { try await Task.sleep(for: .milliseconds(10)) }
+func startLink() async throws -> (GatewayLink, Task<Void, Never>) {
+    let link = try GatewayLink(configuration: GatewayLinkConfiguration(host: "127.0.0.1", port: addresses.device.port!, trustRootPaths: [addresses.certificatePath!]),
+                               dataDirectory: dir.path, engine: engine, logger: logger)
+    await engine.setRemote(link: link)
+    let task = Task { await link.run() }
+    while await !link.isConnected { try await Task.sleep(for: .milliseconds(10)) }
+    return (link, task)
+}
+var (link, linkTask) = try await startLink()
 let token = DeviceToken(bytes: try await link.deviceToken(for: bundle)).hex
 let extensionToken = DeviceToken(bytes: try await link.deviceToken(for: extensionBundle)).hex
 
@@ -143,39 +152,125 @@ func latency(_ make: (String) -> APNsRequest) async throws -> Duration {
 }
 func ms(_ d: Duration) -> String { String(format: "%.2f ms", Double(d.components.attoseconds) / 1e15 + Double(d.components.seconds) * 1000) }
 
+func p(_ v: [Duration], _ q: Double) -> Duration { v[min(v.count - 1, Int(Double(v.count) * q))] }
+func secondsOf(_ d: Duration) -> Double { Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18 }
+/// User + system CPU time of the whole process (gateway, daemon and clients), in seconds.
+func cpuSeconds() -> Double {
+    var usage = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
+}
+func loadAverage() -> String { (try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8))?.split(separator: " ").first.map(String.init) ?? "?" }
+/// Sends `requests` with 64 in flight; the time each was sent, by apns-id.
+func sendAll(_ requests: [(id: String, request: APNsRequest)]) async throws -> [String: ContinuousClock.Instant] {
+    try await withThrowingTaskGroup(of: (String, ContinuousClock.Instant).self) { tasks in
+        var sent: [String: ContinuousClock.Instant] = [:]
+        var next = 0
+        func add() {
+            let (id, request) = requests[next]
+            next += 1
+            tasks.addTask {
+                let start = ContinuousClock.now
+                let response = try await connection.send(request)
+                guard response.status == 200 else { fatalError("status \(response.status)") }
+                return (id, start)
+            }
+        }
+        for _ in 0..<min(64, requests.count) { add() }
+        while let (id, start) = try await tasks.next() {
+            sent[id] = start
+            if next < requests.count { add() }
+        }
+        return sent
+    }
+}
+
 // Latency: one push at a time, provider send → presenter; without and with the extension,
 // interleaved so both see the same machine load. The extension's process is warmed first.
-for _ in 0..<20 { _ = try await latency(extensionRequest) }
+if withExtension { for _ in 0..<20 { _ = try await latency(extensionRequest) } }
 var plain: [Duration] = [], extended: [Duration] = [], added: [Duration] = []
 for _ in 0..<300 {
     let a = try await latency(request)
-    let b = try await latency(extensionRequest)
-    plain.append(a); extended.append(b); added.append(b - a)
+    plain.append(a)
+    if withExtension {
+        let b = try await latency(extensionRequest)
+        extended.append(b); added.append(b - a)
+    }
 }
 plain.sort(); extended.sort(); added.sort()
-func p(_ v: [Duration], _ q: Double) -> Duration { v[min(v.count - 1, Int(Double(v.count) * q))] }
-print("provider → presented, one at a time (300): p50 \(ms(p(plain, 0.5))), p99 \(ms(p(plain, 0.99)))")
-print("same with a warm no-op service extension (300, interleaved): p50 \(ms(p(extended, 0.5))), p99 \(ms(p(extended, 0.99)))")
-print("the extension adds: p50 of the pair differences \(ms(p(added, 0.5))), difference of the p50s \(ms(p(extended, 0.5) - p(plain, 0.5)))")
-
-// Throughput: N pushes, 64 in flight.
-let ids = (0..<count).map { _ in UUID().uuidString.lowercased() }
-let start = ContinuousClock.now
-try await withThrowingTaskGroup(of: Void.self) { tasks in
-    var next = 0
-    for _ in 0..<64 {
-        let mine = next; next += 1
-        tasks.addTask { _ = try await connection.send(request(ids[mine])) }
-    }
-    while try await tasks.next() != nil, next < count {
-        let mine = next; next += 1
-        tasks.addTask { _ = try await connection.send(request(ids[mine])) }
-    }
+print("provider → presented, one at a time (300): p50 \(ms(p(plain, 0.5))), p99 \(ms(p(plain, 0.99))) (load \(loadAverage()))")
+if withExtension {
+    print("same with a warm no-op service extension (300, interleaved): p50 \(ms(p(extended, 0.5))), p99 \(ms(p(extended, 0.99)))")
+    print("the extension adds: p50 of the pair differences \(ms(p(added, 0.5))), difference of the p50s \(ms(p(extended, 0.5) - p(plain, 0.5)))")
 }
-for id in ids { await presenter.wait(for: id) }
+
+// Reference: the same number of pushes to a second device whose channel only acknowledges
+// (the gateway's share of the CPU, and the client's receipt).
+let ackKey = P256.Signing.PrivateKey()
+let ackConnection = try await DeviceConnection.connect(DeviceClientConfiguration(host: "127.0.0.1", port: addresses.device.port!, deviceKey: ackKey,
+                                                                                 trustRootPaths: [addresses.certificatePath!]), logger: logger)
+let ackToken = try await ackConnection.requestToken(topic: bundle, environment: .development).hex
+let ackReceived = Task {
+    var received = 0
+    do {
+        for try await push in ackConnection.pushes {
+            ackConnection.acknowledge(push)
+            received += 1
+            if received == count { break }
+        }
+    } catch {}
+    return received
+}
+let ackRequests = (0..<count).map { _ -> (id: String, request: APNsRequest) in
+    let id = UUID().uuidString.lowercased()
+    return (id, APNsRequest(deviceToken: ackToken, headers: [("authorization", bearer), ("apns-topic", bundle), ("apns-id", id)],
+                            body: Array(#"{"aps":{"alert":{"title":"Bench","body":"push \#(id)"}},"k":1}"#.utf8)))
+}
+let ackCPU = cpuSeconds()
+let ackStart = ContinuousClock.now
+_ = try await sendAll(ackRequests)
+guard await ackReceived.value == count else { fatalError("the acknowledging device did not receive every push") }
+let ackSeconds = secondsOf(ContinuousClock.now - ackStart)
+let ackCPUPerPush = (cpuSeconds() - ackCPU) / Double(count) * 1e6
+await ackConnection.close()
+print("reference, to a device that only acknowledges: \(count) pushes in \(String(format: "%.2f", ackSeconds)) s = \(Int(Double(count) / ackSeconds)) pushes/s, CPU \(String(format: "%.1f", ackCPUPerPush)) µs per push (load \(loadAverage()))")
+
+// Throughput: N pushes, 64 in flight, each one's provider → presented latency under that load.
+let requests = (0..<count).map { _ -> (id: String, request: APNsRequest) in
+    let id = UUID().uuidString.lowercased()
+    return (id, request(id))
+}
+let cpuBefore = cpuSeconds()
+let start = ContinuousClock.now
+let sentAt = try await sendAll(requests)
+for (id, _) in requests { await presenter.wait(for: id) }
 let elapsed = ContinuousClock.now - start
-let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-print("end to end to one device: \(count) pushes in \(String(format: "%.2f", seconds)) s = \(Int(Double(count) / seconds)) pushes/s (accepted, stored, sent, made durable on the device, acknowledged, presented)")
+let cpuPerPush = (cpuSeconds() - cpuBefore) / Double(count) * 1e6
+let seconds = secondsOf(elapsed)
+let underLoad = requests.map { presenter.shown($0.id)! - sentAt[$0.id]! }.sorted()
+print("end to end to one device: \(count) pushes in \(String(format: "%.2f", seconds)) s = \(Int(Double(count) / seconds)) pushes/s (accepted, stored, sent, made durable on the device, acknowledged, presented), load \(loadAverage())")
+print("  provider → presented under that load: p50 \(ms(p(underLoad, 0.5))), p99 \(ms(p(underLoad, 0.99)))")
+print("  CPU per push (whole process): \(String(format: "%.1f", cpuPerPush)) µs; the daemon's side (minus the acknowledging reference): \(String(format: "%.1f", cpuPerPush - ackCPUPerPush)) µs")
+
+if backlogCount > 0 {
+    // Backlog: the daemon goes away, the gateway stores B pushes (storage policy `all`), the
+    // daemon comes back; the time from its new link's start until the last one is presented.
+    linkTask.cancel()
+    await linkTask.value
+    let backlog = (0..<backlogCount).map { _ -> (id: String, request: APNsRequest) in
+        let id = UUID().uuidString.lowercased()
+        return (id, request(id))
+    }
+    let storeStart = ContinuousClock.now
+    _ = try await sendAll(backlog)
+    print("backlog: \(backlogCount) pushes stored for the absent device in \(String(format: "%.2f", secondsOf(ContinuousClock.now - storeStart))) s")
+    let backlogCPU = cpuSeconds()
+    let reconnect = ContinuousClock.now
+    (link, linkTask) = try await startLink()
+    for (id, _) in backlog { await presenter.wait(for: id) }
+    let backlogSeconds = secondsOf(ContinuousClock.now - reconnect)
+    print("  presented after the reconnect in \(String(format: "%.2f", backlogSeconds)) s = \(Int(Double(backlogCount) / backlogSeconds)) pushes/s, CPU \(String(format: "%.1f", (cpuSeconds() - backlogCPU) / Double(backlogCount) * 1e6)) µs per push (load \(loadAverage()))")
+}
 
 if deviceCount > 0 {
     // Spread: one push to each of deviceCount devices (a child process holds their channels).

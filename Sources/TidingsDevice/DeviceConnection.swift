@@ -160,6 +160,12 @@ public final class DeviceConnection: Sendable {
         send(.ack(sequence: sequence))
     }
 
+    /// Acknowledges pushes together (a burst made durable in one transaction): queued with
+    /// one lock, sent in `acks` messages of at most 1,024 sequences.
+    public func acknowledge(_ pushes: some Sequence<DevicePush>) {
+        shared.enqueue(contentsOf: pushes.map { .ack(sequence: $0.sequence) }, on: channel)
+    }
+
     /// Reports a later stage of a push (shown to the person, answered), without waiting.
     public func report(_ event: DeviceDeliveryEvent, apnsID: String) {
         send(.event(apnsID: apnsID, event: event.rawValue))
@@ -254,8 +260,13 @@ final class DeviceConnectionShared: Sendable {
     }
 
     func enqueue(_ message: DeviceMessage, on channel: any Channel) {
+        enqueue(contentsOf: CollectionOfOne(message), on: channel)
+    }
+
+    func enqueue(contentsOf messages: some Collection<DeviceMessage>, on channel: any Channel) {
+        guard !messages.isEmpty else { return }
         let schedule = state.withLock { s in
-            s.outbound.append(message)
+            s.outbound.append(contentsOf: messages)
             if s.flushScheduled { return false }
             s.flushScheduled = true
             return true
@@ -480,6 +491,11 @@ public struct DevicePushes: AsyncSequence, Sendable {
 
     public func makeAsyncIterator() -> Iterator { Iterator(buffer: buffer) }
 
+    /// The same pushes as the bursts they came in: each element is everything received since
+    /// the consumer last took (one read, or several while it was busy, e.g. committing the
+    /// previous burst), in order, never empty. Use either this or the pushes one by one.
+    public var bursts: DevicePushBursts { DevicePushBursts(buffer: buffer) }
+
     public struct Iterator: AsyncIteratorProtocol {
         let buffer: DevicePushBuffer
         /// Taken from the buffer, not yet returned (in reverse: `popLast` is the next).
@@ -492,6 +508,23 @@ public struct DevicePushes: AsyncSequence, Sendable {
             taken = try await buffer.take()
             taken.reverse()
             return taken.popLast()
+        }
+    }
+}
+
+/// `DevicePushes.bursts`: the connection's pushes, a burst at a time.
+public struct DevicePushBursts: AsyncSequence, Sendable {
+    public typealias Element = [DevicePush]
+    let buffer: DevicePushBuffer
+
+    public func makeAsyncIterator() -> Iterator { Iterator(buffer: buffer) }
+
+    public struct Iterator: AsyncIteratorProtocol {
+        let buffer: DevicePushBuffer
+
+        public mutating func next() async throws -> [DevicePush]? {
+            let burst = try await buffer.take()
+            return burst.isEmpty ? nil : burst
         }
     }
 }

@@ -119,11 +119,10 @@ final class DeviceSession: Sendable {
         var frames: [UInt8] = []
         frames.reserveCapacity(pushes.count * 512)
         for p in pushes {
-            DeviceMessage.push(DevicePush(
-                sequence: p.sequence, apnsID: p.push.apnsID, token: p.push.token, topic: p.push.topic,
-                pushType: PushType(rawValue: p.push.pushType) ?? .alert, priority: Priority(rawValue: p.push.priority) ?? .immediate,
-                collapseID: p.push.collapseID, expiresAt: p.push.expiresAt, acceptedAt: p.push.acceptedAt, payload: p.push.payload))
-            .appendFrame(to: &frames)
+            // As stored: the push type and priority were typed (and checked) once, at the provider edge.
+            DeviceMessage.appendPushFrame(sequence: p.sequence, apnsID: p.push.apnsID, token: p.push.token, topic: p.push.topic,
+                                          pushType: p.push.pushType, priority: p.push.priority, collapseID: p.push.collapseID,
+                                          expiresAt: p.push.expiresAt, acceptedAt: p.push.acceptedAt, payload: p.push.payload, to: &frames)
         }
         channel.writeAndFlush(channel.allocator.buffer(bytes: frames), promise: nil)
     }

@@ -430,8 +430,8 @@ struct LegacyNotificationTests {
     /// A silent push for the app, as the device hands it to the engine.
     static func silentPush(_ system: NotificationTestSystem, n: Int) -> RemotePush {
         let now = Int64(system.clock.now.timeIntervalSince1970 * 1000)
-        return RemotePush(apnsID: "s\(n)", sequence: Int64(n), bundleIdentifier: LegacyApp.bundle, pushType: "background", priority: 5,
-                          collapseID: nil, expiresAt: now + 86_400_000, acceptedAt: now, payload: #"{"aps":{"content-available":1},"n":\#(n)}"#)
+        return RemotePush(apnsID: "s\(n)", sequence: Int64(n), bundleIdentifier: LegacyApp.bundle, pushType: .background, priority: .considerPower,
+                          expiresAt: now + 86_400_000, acceptedAt: now, payload: Array(#"{"aps":{"content-available":1},"n":\#(n)}"#.utf8))!
     }
 
     /// A notification delivered and tapped while the app does not run: the engine holds

@@ -9,8 +9,8 @@ struct RemoteNotificationMappingTests {
 
     func push(_ payload: String, apnsID: String = "11111111-2222-3333-4444-555555555555", collapseID: String? = nil,
               expiresAt: Int64? = nil) -> RemotePush {
-        RemotePush(apnsID: apnsID, sequence: 1, bundleIdentifier: "com.example.app", pushType: "alert", priority: 10,
-                   collapseID: collapseID, expiresAt: expiresAt ?? Self.nowMS + 3_600_000, acceptedAt: Self.nowMS, payload: payload)
+        RemotePush(apnsID: apnsID, sequence: 1, bundleIdentifier: "com.example.app", pushType: .alert, priority: .immediate,
+                   collapseID: collapseID.flatMap(CollapseID.init(rawValue:)), expiresAt: expiresAt ?? Self.nowMS + 3_600_000, acceptedAt: Self.nowMS, payload: Array(payload.utf8))!
     }
 
     @Test func everyAPSKeyBecomesContent() throws {

@@ -4,6 +4,7 @@ import Testing
 import TidingsCore
 @testable import TidingsDaemon
 import TidingsDevice
+import TidingsSQLite
 import TidingsTesting
 @_spi(Tidings) import UserNotifications
 
@@ -48,9 +49,9 @@ struct ReceiptTests {
         var pushes = probe.pushes.makeAsyncIterator()
         let received = try #require(try await pushes.next())
         #expect(received.apnsID == apnsID)
-        let inbox = try RemoteInbox(path: h.system.directory.appendingPathComponent("remote.sqlite").path)
-        #expect(try inbox.receive(try #require(RemotePush(received)), at: h.clock.now))
-        #expect(try inbox.receive(try #require(RemotePush(received)), at: h.clock.now) == false, "the inbox dedupes by apns-id and sequence")
+        let inbox = try SQLiteRemoteInbox(path: h.system.directory.appendingPathComponent("remote.sqlite").path)
+        #expect(try await inbox.receive([try #require(RemotePush(received))], at: h.clock.now) == [true])
+        #expect(try await inbox.receive([try #require(RemotePush(received))], at: h.clock.now) == [false], "the inbox dedupes by apns-id and sequence")
         await probe.close()
 
         // The daemon comes back: shows it from the inbox, acknowledges the redelivery, shows nothing twice.

@@ -68,13 +68,14 @@ final class RemoteHarness: Sendable {
 
     /// Starts the daemon's gateway link (again) on the same data directory; waits until it is connected.
     @discardableResult
-    func startLink() async throws -> GatewayLink {
+    func startLink(inbox: (any RemoteInboxStore)? = nil) async throws -> GatewayLink {
         var configuration = GatewayLinkConfiguration(host: "127.0.0.1", port: addresses.device.port!, trustRootPaths: [addresses.certificatePath!])
         configuration.initialBackoff = .milliseconds(20)
         configuration.maximumBackoff = .milliseconds(200)
         var logger = Logger(label: "test.remote")
         logger.logLevel = ProcessInfo.processInfo.environment["TIDINGS_TEST_LOG"] != nil ? .trace : .critical
-        let link = try GatewayLink(configuration: configuration, dataDirectory: system.directory.path, engine: system.engine, clock: clock, logger: logger)
+        let link = try GatewayLink(configuration: configuration, dataDirectory: system.directory.path, engine: system.engine, inbox: inbox,
+                               clock: clock, logger: logger)
         await system.engine.setRemote(link: link, configuration: remoteConfiguration)
         let task = Task { await link.run() }
         self.link.withLock { $0 = (link, task) }

@@ -132,11 +132,11 @@ struct RemoteNotificationTests {
         _ = try await h.install()
         try await h.authorize()
         let now = Int64(h.clock.now.timeIntervalSince1970 * 1000)
-        let expired = RemotePush(apnsID: "e1", sequence: 1, bundleIdentifier: RemoteHarness.bundleID, pushType: "alert", priority: 10,
-                                 collapseID: nil, expiresAt: now - 1, acceptedAt: now - 60_000, payload: #"{"aps":{"alert":"late"}}"#)
+        let expired = RemotePush(apnsID: "e1", sequence: 1, bundleIdentifier: RemoteHarness.bundleID, pushType: .alert, priority: .immediate,
+                                 expiresAt: now - 1, acceptedAt: now - 60_000, payload: Array(#"{"aps":{"alert":"late"}}"#.utf8))!
         #expect(await h.system.engine.receiveRemote(expired) == .expired)
-        let fresh = RemotePush(apnsID: "e2", sequence: 2, bundleIdentifier: RemoteHarness.bundleID, pushType: "alert", priority: 10,
-                               collapseID: nil, expiresAt: now + 60_000, acceptedAt: now, payload: #"{"aps":{"alert":"on time"}}"#)
+        let fresh = RemotePush(apnsID: "e2", sequence: 2, bundleIdentifier: RemoteHarness.bundleID, pushType: .alert, priority: .immediate,
+                               expiresAt: now + 60_000, acceptedAt: now, payload: Array(#"{"aps":{"alert":"on time"}}"#.utf8))!
         #expect(await h.system.engine.receiveRemote(fresh) == .delivered(presented: true, wake: nil))
         #expect(h.system.presenter.presentedIdentifiers == ["e2"])
     }
@@ -209,8 +209,8 @@ struct RemoteNotificationTests {
         await h.system.engine.setRemote(link: nil, configuration: h.remoteConfiguration)
         let now = Int64(h.clock.now.timeIntervalSince1970 * 1000)
         func silent(_ n: Int) -> RemotePush {
-            RemotePush(apnsID: "s\(n)", sequence: Int64(n), bundleIdentifier: RemoteHarness.bundleID, pushType: "background", priority: 5,
-                       collapseID: nil, expiresAt: now + 86_400_000, acceptedAt: now, payload: #"{"aps":{"content-available":1},"n":\#(n)}"#)
+            RemotePush(apnsID: "s\(n)", sequence: Int64(n), bundleIdentifier: RemoteHarness.bundleID, pushType: .background, priority: .considerPower,
+                       expiresAt: now + 86_400_000, acceptedAt: now, payload: Array(#"{"aps":{"content-available":1},"n":\#(n)}"#.utf8))!
         }
         #expect(await h.system.engine.receiveRemote(silent(1)) == .delivered(presented: false, wake: .sent))
         #expect(await h.system.engine.receiveRemote(silent(2)) == .delivered(presented: false, wake: .sent))
@@ -238,8 +238,8 @@ struct RemoteNotificationTests {
             presenters: [h.system.presenter], serviceExtensions: runner))
         let now = Int64(h.clock.now.timeIntervalSince1970 * 1000)
         func push(_ id: String, _ body: String) -> RemotePush {
-            RemotePush(apnsID: id, sequence: 1, bundleIdentifier: RemoteHarness.bundleID, pushType: "alert", priority: 10,
-                       collapseID: nil, expiresAt: now + 60_000, acceptedAt: now, payload: body)
+            RemotePush(apnsID: id, sequence: 1, bundleIdentifier: RemoteHarness.bundleID, pushType: .alert, priority: .immediate,
+                       expiresAt: now + 60_000, acceptedAt: now, payload: Array(body.utf8))!
         }
         #expect(await engine.receiveRemote(push("m1", #"{"aps":{"alert":{"title":"(encrypted)","body":"x"},"mutable-content":"1"},"cipher":"olleh"}"#))
                 == .delivered(presented: true, wake: nil))
@@ -265,9 +265,9 @@ struct RemoteNotificationTests {
             presenters: [h.system.presenter], serviceExtensions: DecryptingRunner(removing: "cipher")))
         let now = Int64(h.clock.now.timeIntervalSince1970 * 1000)
         func push(_ id: String, sequence: Int64) -> RemotePush {
-            RemotePush(apnsID: id, sequence: sequence, bundleIdentifier: RemoteHarness.bundleID, pushType: "alert", priority: 10,
-                       collapseID: "chat", expiresAt: now + 60_000, acceptedAt: now,
-                       payload: #"{"aps":{"alert":{"title":"(encrypted)","body":"x"},"mutable-content":1},"cipher":"olleh"}"#)
+            RemotePush(apnsID: id, sequence: sequence, bundleIdentifier: RemoteHarness.bundleID, pushType: .alert, priority: .immediate,
+                       collapseID: CollapseID(rawValue: "chat"), expiresAt: now + 60_000, acceptedAt: now,
+                       payload: Array(#"{"aps":{"alert":{"title":"(encrypted)","body":"x"},"mutable-content":1},"cipher":"olleh"}"#.utf8))!
         }
         let shown = push("00000000-0000-4000-8000-00000000f001", sequence: 4)
         #expect(await engine.receiveRemote(shown) == .delivered(presented: true, wake: nil))

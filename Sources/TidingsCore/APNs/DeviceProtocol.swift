@@ -124,6 +124,26 @@ extension DeviceMessage {
         let start = out.count
         out.append(contentsOf: [0, 0, 0, 0])
         encode(into: &out)
+        Self.patchLength(of: &out, from: start)
+    }
+
+    /// Appends one `push` frame straight from the values the gateway stores (push type and
+    /// priority as the wire writes them, already validated when the provider's request was
+    /// accepted): the same bytes as `.push(DevicePush(…)).appendFrame(to:)` for valid values,
+    /// without typing them again only to write them back out.
+    public static func appendPushFrame(sequence: Int64, apnsID: String, token: String, topic: String, pushType: String, priority: Int,
+                                       collapseID: String?, expiresAt: Int64, acceptedAt: Int64, payload: [UInt8], to out: inout [UInt8]) {
+        let start = out.count
+        out.append(contentsOf: [0, 0, 0, 0])
+        var w = DeviceJSONWriter(out: out)
+        out = []
+        w.push(sequence: sequence, apnsID: apnsID, token: token, topic: topic, pushType: pushType, priority: Int64(priority),
+               collapseID: collapseID, expiresAt: expiresAt, acceptedAt: acceptedAt, payload: payload)
+        out = w.out
+        patchLength(of: &out, from: start)
+    }
+
+    private static func patchLength(of out: inout [UInt8], from start: Int) {
         let length = UInt32(truncatingIfNeeded: out.count - start - 4)
         out[start] = UInt8(truncatingIfNeeded: length >> 24)
         out[start + 1] = UInt8(truncatingIfNeeded: length >> 16)
@@ -138,17 +158,9 @@ extension DeviceMessage {
         out = []
         switch self {
         case .push(let p):
-            w.raw("{\"type\":\"push\",\"sequence\":"); w.integer(p.sequence)
-            w.raw(",\"apnsID\":"); w.string(p.apnsID)
-            w.raw(",\"token\":"); w.string(p.token)
-            w.raw(",\"topic\":"); w.string(p.topic)
-            w.raw(",\"pushType\":"); w.string(p.pushType.rawValue)
-            w.raw(",\"priority\":"); w.integer(Int64(p.priority.rawValue))
-            if let c = p.collapseID { w.raw(",\"collapseID\":"); w.string(c) }
-            w.raw(",\"expiresAt\":"); w.integer(p.expiresAt)
-            w.raw(",\"acceptedAt\":"); w.integer(p.acceptedAt)
-            w.raw(",\"payload\":"); w.string(utf8: p.payload)
-            w.raw("}")
+            w.push(sequence: p.sequence, apnsID: p.apnsID, token: p.token, topic: p.topic, pushType: p.pushType.rawValue,
+                   priority: Int64(p.priority.rawValue), collapseID: p.collapseID, expiresAt: p.expiresAt, acceptedAt: p.acceptedAt,
+                   payload: p.payload)
         case .ack(let sequence):
             w.raw("{\"type\":\"ack\",\"sequence\":"); w.integer(sequence); w.raw("}")
         case .acks(let sequences):
@@ -583,6 +595,22 @@ private struct Input {
 /// Writes JSON text into a byte array: the delivery path's encoder.
 struct DeviceJSONWriter {
     var out: [UInt8]
+
+    /// A `push` message's JSON object.
+    mutating func push(sequence: Int64, apnsID: String, token: String, topic: String, pushType: String, priority: Int64,
+                       collapseID: String?, expiresAt: Int64, acceptedAt: Int64, payload: [UInt8]) {
+        raw("{\"type\":\"push\",\"sequence\":"); integer(sequence)
+        raw(",\"apnsID\":"); string(apnsID)
+        raw(",\"token\":"); string(token)
+        raw(",\"topic\":"); string(topic)
+        raw(",\"pushType\":"); string(pushType)
+        raw(",\"priority\":"); integer(priority)
+        if let c = collapseID { raw(",\"collapseID\":"); string(c) }
+        raw(",\"expiresAt\":"); integer(expiresAt)
+        raw(",\"acceptedAt\":"); integer(acceptedAt)
+        raw(",\"payload\":"); string(utf8: payload)
+        raw("}")
+    }
 
     mutating func raw(_ text: StaticString) {
         out.append(contentsOf: UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))

@@ -1,7 +1,9 @@
 import Foundation
 
 /// A push as the device keeps it between receipt and presentation: what the device channel
-/// delivered (`DevicePush`) with the app it is for.
+/// delivered (`DevicePush`), typed once at receipt — push type, priority, topic and the app it
+/// names, collapse id, expiry — with the payload as the provider's bytes (parsed once, by the
+/// engine's `RemoteNotificationMapping.plan`).
 public struct RemotePush: Sendable, Hashable, Codable {
     public var apnsID: String
     /// The gateway's sequence number (with `apnsID`, the key the device dedupes by).
@@ -10,22 +12,27 @@ public struct RemotePush: Sendable, Hashable, Codable {
     /// The push's identity on this device (apns-id and the gateway's sequence), as the
     /// delivered notification it became records it.
     public var deliveryKey: String { "\(apnsID)#\(sequence)" }
+    /// The provider's `apns-topic`: the app's bundle ID plus its push type's suffix.
+    public let topic: Topic
     /// The app: the topic without its push type's suffix.
-    public var bundleIdentifier: String
-    public var pushType: String
-    public var priority: Int
-    public var collapseID: String?
+    public let bundleIdentifier: String
+    public let pushType: PushType
+    public var priority: Priority
+    /// `apns-collapse-id` (an empty one is none).
+    public var collapseID: CollapseID?
     /// Milliseconds since 1970; equal to `acceptedAt` for `apns-expiration: 0` (deliver now, never store).
     public var expiresAt: Int64
     public var acceptedAt: Int64
-    /// The provider's JSON body, as sent.
-    public var payload: String
+    /// The provider's JSON body, byte for byte.
+    public var payload: [UInt8]
 
-    public init(apnsID: String, sequence: Int64, bundleIdentifier: String, pushType: String, priority: Int,
-                collapseID: String?, expiresAt: Int64, acceptedAt: Int64, payload: String) {
+    /// Throws `TopicDisallowed` when the topic lacks the suffix its push type needs.
+    public init(apnsID: String, sequence: Int64, topic: Topic, pushType: PushType = .alert, priority: Priority = .immediate,
+                collapseID: CollapseID? = nil, expiresAt: Int64, acceptedAt: Int64, payload: [UInt8]) throws(APNsError) {
         self.apnsID = apnsID
         self.sequence = sequence
-        self.bundleIdentifier = bundleIdentifier
+        self.topic = topic
+        self.bundleIdentifier = try topic.bundleID(for: pushType)
         self.pushType = pushType
         self.priority = priority
         self.collapseID = collapseID
@@ -34,18 +41,36 @@ public struct RemotePush: Sendable, Hashable, Codable {
         self.payload = payload
     }
 
-    /// The push as the device channel delivered it; nil when its topic does not fit its
-    /// push type (the gateway never sends such a push).
+    /// A push for the app `bundleIdentifier` (its topic is the bundle ID plus the push type's
+    /// suffix); nil when that is not a valid topic.
+    public init?(apnsID: String, sequence: Int64, bundleIdentifier: String, pushType: PushType = .alert, priority: Priority = .immediate,
+                 collapseID: CollapseID? = nil, expiresAt: Int64, acceptedAt: Int64, payload: [UInt8]) {
+        guard let topic = Topic(rawValue: bundleIdentifier + pushType.topicSuffix),
+              let push = try? RemotePush(apnsID: apnsID, sequence: sequence, topic: topic, pushType: pushType, priority: priority,
+                                         collapseID: collapseID, expiresAt: expiresAt, acceptedAt: acceptedAt, payload: payload),
+              push.bundleIdentifier == bundleIdentifier else { return nil }
+        self = push
+    }
+
+    /// The push as the device channel delivered it, typed; nil when its topic is malformed
+    /// or does not fit its push type, or its collapse id is longer than 64 bytes (the
+    /// gateway refuses such pushes, so it never sends one).
     public init?(_ push: DevicePush) {
-        guard let topic = Topic(rawValue: push.topic), let bundle = try? topic.bundleID(for: push.pushType) else { return nil }
-        self.init(apnsID: push.apnsID, sequence: push.sequence, bundleIdentifier: bundle, pushType: push.pushType.rawValue,
-                  priority: push.priority.rawValue, collapseID: push.collapseID, expiresAt: push.expiresAt,
-                  acceptedAt: push.acceptedAt, payload: String(decoding: push.payload, as: UTF8.self))
+        var collapseID: CollapseID?
+        if let raw = push.collapseID, !raw.isEmpty {
+            guard let id = CollapseID(rawValue: raw) else { return nil }
+            collapseID = id
+        }
+        guard let topic = Topic(rawValue: push.topic),
+              let typed = try? RemotePush(apnsID: push.apnsID, sequence: push.sequence, topic: topic, pushType: push.pushType,
+                                          priority: push.priority, collapseID: collapseID, expiresAt: push.expiresAt,
+                                          acceptedAt: push.acceptedAt, payload: push.payload) else { return nil }
+        self = typed
     }
 
     /// The request identifier iOS gives the notification: `apns-collapse-id` when present
     /// (a later push with the same one replaces it), else the `apns-id`.
-    public var requestIdentifier: String { collapseID.flatMap { $0.isEmpty ? nil : $0 } ?? apnsID }
+    public var requestIdentifier: String { collapseID?.rawValue ?? apnsID }
 
     /// Whether the push's lifetime is over at `now`. A push sent with `apns-expiration: 0`
     /// (expiry = acceptance) is shown when it arrives, as the gateway sends it only then.
@@ -76,7 +101,7 @@ public enum RemoteNotificationMapping {
     /// wakes the app.
     public static func plan(_ push: RemotePush, localizedStrings: [String: [String: String]] = [:],
                             languages: [String] = preferredLanguages()) throws(APNsPayloadError) -> RemoteNotificationPlan {
-        let payload = try APNsPayload(json: Array(push.payload.utf8))
+        let payload = try APNsPayload(json: push.payload)
         let table = localizationTable(localizedStrings, languages: languages)
         let content = payload.notificationContent(localize: { table[$0] })
         let showsSomething = content.hasAlertContent || content.badge != nil || content.sound != nil

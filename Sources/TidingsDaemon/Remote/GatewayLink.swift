@@ -5,6 +5,8 @@ import Logging
 import TidingsCore
 import TidingsDevice
 import TidingsEngine
+import TidingsSQLite
+import TidingsStorage
 
 /// Where the daemon's push gateway is (its device channel) and how to trust it.
 public struct GatewayLinkConfiguration: Sendable {
@@ -20,6 +22,9 @@ public struct GatewayLinkConfiguration: Sendable {
     /// Delivery events the gateway answered with an error (not recorded, `TooManyRequests`)
     /// are sent again this long after, on the same connection (docs/device-protocol.md).
     public var eventRetryInterval: Duration = .seconds(5)
+    /// At most this many of one app's received pushes go to the engine in one hand-off (one
+    /// group commit of their delivered-list writes, one processed mark); more wait for the next.
+    public var maximumHandOff: Int = 1024
 
     public init(host: String, port: Int, trustRootPaths: [String]) {
         self.host = host
@@ -50,7 +55,7 @@ public actor GatewayLink: RemoteNotificationLink {
 
     public let configuration: GatewayLinkConfiguration
     private let engine: NotificationEngine
-    private let inbox: RemoteInbox
+    private let inbox: any RemoteInboxStore
     private let deviceKey: P256.Signing.PrivateKey
     private let clock: any WallClock
     private let logger: Logger
@@ -63,44 +68,52 @@ public actor GatewayLink: RemoteNotificationLink {
     /// Events sent at once before waiting for their confirmations (under the gateway's
     /// `deviceMaximumPendingEvents`).
     static let eventWindow = 256
-    private let work: AsyncStream<Void>.Continuation
-    private let workStream: AsyncStream<Void>
+    /// Apps that got pushes while they had no worker: `processLoop` starts one for each.
+    private let workers: AsyncStream<String>.Continuation
+    private let workerStream: AsyncStream<String>
     private var nextPrune = Date.distantPast
-    /// Pushes handed to an app's worker and not yet marked processed.
-    private var queued: Set<PushKey> = []
-    /// Per app, the pushes its worker has still to process, in the order received.
-    private var appQueues: [String: Deque<(RemotePush, recovering: Bool)>] = [:]
+    /// Per app, the pushes received (durable in the inbox) that its worker has still to hand
+    /// to the engine, in the order received; `recovering`: left unprocessed by a previous run.
+    private var appQueues: [String: Deque<(push: RemotePush, recovering: Bool)>] = [:]
 
-    private struct PushKey: Hashable {
-        let apnsID: String
-        let sequence: Int64
-        init(_ push: RemotePush) { (apnsID, sequence) = (push.apnsID, push.sequence) }
-    }
-
-    /// Opens (creating) the inbox `remote.sqlite` and the device key `device-key.pem` in
-    /// `dataDirectory`.
+    /// Opens (creating) the inbox `remote.sqlite` (unless `inbox` is given) and the device key
+    /// `device-key.pem` in `dataDirectory`.
     public init(configuration: GatewayLinkConfiguration, dataDirectory: String, engine: NotificationEngine,
+                inbox: (any RemoteInboxStore)? = nil,
                 clock: any WallClock = SystemWallClock(), logger: Logger = Logger(label: "tidings.remote")) throws {
         self.configuration = configuration
         self.engine = engine
-        self.inbox = try RemoteInbox(path: dataDirectory + "/remote.sqlite")
+        self.inbox = try inbox ?? SQLiteRemoteInbox(path: dataDirectory + "/remote.sqlite")
         self.deviceKey = try DeviceKeyFile.loadOrCreate(path: dataDirectory + "/device-key.pem")
         self.clock = clock
         self.logger = logger
-        (workStream, work) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
+        (workerStream, workers) = AsyncStream.makeStream()
     }
 
     /// The gateway's id for this device.
     public nonisolated var deviceID: String { DeviceChallenge.deviceID(publicKey: deviceKey.publicKey) }
 
     /// Runs until cancelled: hands the engine what was received but not processed before a
-    /// crash and everything that arrives, while it connects and reconnects.
+    /// crash, then everything that arrives, while it connects and reconnects.
     public func run() async {
+        await recover()
         await withDiscardingTaskGroup { group in
             group.addTask { await self.processLoop() }
             group.addTask { await self.connectLoop() }
         }
         if case .connected(let connection) = phase { await connection.close() }
+    }
+
+    /// Queues what a previous run received and did not process (read back from the inbox
+    /// once, at start; a push whose notification is already in the delivered list is not
+    /// shown again), before anything new arrives behind it.
+    private func recover() async {
+        await pruneIfDue()
+        do {
+            enqueue(try await inbox.unprocessed(), recovering: true)
+        } catch {
+            logger.error("could not read the pushes left unprocessed", metadata: ["error": "\(error)"])
+        }
     }
 
     private func connectLoop() async {
@@ -136,10 +149,10 @@ public actor GatewayLink: RemoteNotificationLink {
     private func connected(_ connection: DeviceConnection) async {
         logger.info("connected to the push gateway", metadata: ["device": "\(connection.deviceID)"])
         // Removals first: a reinstalled app's new registration must come after them.
-        for bundle in (try? inbox.removals()) ?? [] {
+        for bundle in (try? await inbox.removals()) ?? [] {
             do {
                 try await connection.removeApp(topic: bundle)
-                try inbox.clearRemoval(bundle)
+                try await inbox.clearRemoval(bundle)
             } catch {
                 logger.warning("could not tell the gateway an app was removed", metadata: ["app": "\(bundle)", "error": "\(error)"])
             }
@@ -150,120 +163,107 @@ public actor GatewayLink: RemoteNotificationLink {
         connectWaiters.removeAll()
     }
 
-    /// Receipt: durable first, then the acknowledgement; redeliveries are acknowledged again
-    /// and not processed twice. Pushes that arrive together (or while the previous commit
-    /// is being synced) are made durable in one transaction, then all acknowledged.
+    /// Receipt, a burst at a time: everything the device channel read together (and what
+    /// arrived while the previous burst was being committed) is made durable in one inbox
+    /// transaction, then acknowledged together, then queued for the engine as it is — the
+    /// inbox is not read back. Redeliveries are acknowledged again and not queued twice.
     private func consume(_ connection: DeviceConnection) async {
-        let batch = PushBatch()
-        let (inbox, clock, logger, work) = (self.inbox, self.clock, self.logger, self.work)
-        await withDiscardingTaskGroup { group in
-            group.addTask {
-                do {
-                    for try await push in connection.pushes { batch.append(push) }
-                } catch {
-                    logger.debug("device channel ended", metadata: ["error": "\(error)"])
-                }
-                batch.finish()
-            }
-            group.addTask {
-                while let pushes = await batch.next() {
-                    guard Self.store(pushes, connection: connection, inbox: inbox, clock: clock, logger: logger, work: work) else {
-                        // Not durable: not acknowledged; the gateway sends them again on the next connection.
-                        await connection.close()
-                        while await batch.next() != nil {}
-                        return
+        do {
+            for try await burst in connection.pushes.bursts {
+                var pushes: [RemotePush] = []
+                pushes.reserveCapacity(burst.count)
+                for push in burst {
+                    if let typed = RemotePush(push) {
+                        pushes.append(typed)
+                    } else {
+                        logger.warning("dropped a push whose topic does not fit its push type", metadata: ["apns-id": "\(push.apnsID)"])
                     }
                 }
+                let inserted: [Bool]
+                do {
+                    inserted = try await inbox.receive(pushes, at: clock.now)
+                } catch {
+                    // Not durable: not acknowledged; the gateway sends them again on the next connection.
+                    logger.error("could not store pushes; reconnecting", metadata: ["error": "\(error)", "pushes": "\(pushes.count)"])
+                    await connection.close()
+                    return
+                }
+                connection.acknowledge(burst)
+                enqueue(zip(pushes, inserted).compactMap { $1 ? $0 : nil }, recovering: false)
+                await pruneIfDue()
             }
+        } catch {
+            logger.debug("device channel ended", metadata: ["error": "\(error)"])
         }
     }
 
-    /// Commits `pushes` in one transaction, then acknowledges each; false if the commit failed.
-    private static func store(_ pushes: [DevicePush], connection: DeviceConnection, inbox: RemoteInbox, clock: any WallClock,
-                              logger: Logger, work: AsyncStream<Void>.Continuation) -> Bool {
-        var remotes: [RemotePush] = []
-        remotes.reserveCapacity(pushes.count)
+    /// Puts pushes behind their apps' earlier ones, starting a worker for an app that has none.
+    private func enqueue(_ pushes: [RemotePush], recovering: Bool) {
         for push in pushes {
-            if let remote = RemotePush(push) {
-                remotes.append(remote)
-            } else {
-                logger.warning("dropped a push whose topic does not fit its push type", metadata: ["apns-id": "\(push.apnsID)"])
+            let bundle = push.bundleIdentifier
+            if appQueues[bundle] == nil {
+                appQueues[bundle] = []
+                workers.yield(bundle)
             }
+            appQueues[bundle]!.append((push, recovering))
         }
-        let inserted: [Bool]
-        do {
-            inserted = remotes.isEmpty ? [] : try inbox.receive(remotes, at: clock.now)
-        } catch {
-            logger.error("could not store pushes; reconnecting", metadata: ["error": "\(error)", "pushes": "\(remotes.count)"])
-            return false
-        }
-        for push in pushes { connection.acknowledge(push) }
-        if inserted.contains(true) { work.yield() }
-        return true
     }
 
     /// Deletes processed pushes older than 31 days (the gateway keeps a push at most 30, so
     /// it never sends one again after that), at start and then at most once an hour.
-    private func pruneIfDue() {
+    private func pruneIfDue() async {
         let now = clock.now
         guard now >= nextPrune else { return }
         nextPrune = now.addingTimeInterval(3600)
-        do { try inbox.prune(before: now.addingTimeInterval(-31 * 24 * 3600)) } catch {
+        do { try await inbox.prune(before: now.addingTimeInterval(-RemoteInboxDefaults.processedRetention)) } catch {
             logger.warning("could not prune the push inbox", metadata: ["error": "\(error)"])
         }
     }
 
-    /// Hands every unprocessed push to the engine: each app's in the order received, apps
-    /// side by side, so one app's slow service extension holds up only that app's pushes.
-    /// First what was received but not processed before a crash (`recovering`: a push whose
-    /// notification is already in the delivered list is not shown again), then what arrives.
+    /// Runs one worker per app with pushes queued: apps side by side, so one app's slow
+    /// service extension holds up only that app's pushes.
     private func processLoop() async {
         await withDiscardingTaskGroup { group in
-            var wakes = workStream.makeAsyncIterator()
-            var recovering = true
-            repeat {
-                pruneIfDue()
-                for bundle in queueUnprocessed(recovering: recovering) {
-                    group.addTask { await self.processApp(bundle) }
-                }
-                recovering = false
-            } while await wakes.next() != nil
-        }
-    }
-
-    /// Puts the unprocessed pushes not yet queued behind their apps' earlier ones; returns
-    /// the apps that need a worker.
-    private func queueUnprocessed(recovering: Bool) -> [String] {
-        guard let pushes = try? inbox.unprocessed() else { return [] }
-        var started: [String] = []
-        for push in pushes where queued.insert(PushKey(push)).inserted {
-            if appQueues[push.bundleIdentifier] == nil {
-                appQueues[push.bundleIdentifier] = []
-                started.append(push.bundleIdentifier)
+            for await bundle in workerStream {
+                group.addTask { await self.processApp(bundle) }
             }
-            appQueues[push.bundleIdentifier]!.append((push, recovering))
         }
-        return started
     }
 
-    /// Processes one app's queued pushes in order until none is left.
+    /// Hands one app's queued pushes to the engine, in order, as many at a time as have
+    /// arrived (up to `maximumHandOff`): the engine records them in one group commit and shows
+    /// each once durable; then they are marked processed together.
     private func processApp(_ bundle: String) async {
-        while let (push, recovering) = appQueues[bundle]?.popFirst() {
-            let key = PushKey(push)
-            if recovering, await engine.hasDeliveredRemote(push) {
-                // Shown (in the list) before the crash: report it, do not show it again.
-                report(.presented, apnsID: push.apnsID)
-            } else {
-                let outcome = await engine.receiveRemote(push)
-                logger.debug("remote notification", metadata: ["apns-id": "\(push.apnsID)", "outcome": "\(outcome)"])
+        while var queue = appQueues[bundle], let first = queue.first {
+            var batch: [RemotePush] = []
+            while let next = queue.first, next.recovering == first.recovering, batch.count < configuration.maximumHandOff {
+                batch.append(queue.removeFirst().push)
+            }
+            appQueues[bundle] = queue
+            var fresh = batch
+            if first.recovering {
+                // Received before a crash: one already in the delivered list was shown; report it, do not show it again.
+                fresh = []
+                var shown: [RemotePush] = []
+                for push in batch {
+                    if await engine.hasDeliveredRemote(push) { shown.append(push) } else { fresh.append(push) }
+                }
+                await presented(shown)
+            }
+            if !fresh.isEmpty {
+                let outcomes = await engine.receiveRemote(fresh)
+                if logger.logLevel <= .debug {
+                    for (push, outcome) in zip(fresh, outcomes) {
+                        logger.debug("remote notification", metadata: ["apns-id": "\(push.apnsID)", "outcome": "\(outcome)"])
+                    }
+                }
             }
             do {
-                try inbox.markProcessed(push)
-                queued.remove(key)
+                try await inbox.markProcessed(batch)
             } catch {
-                // Stays queued, so this run does not show it again; after a restart the
-                // delivered-list check keeps it from showing twice.
-                logger.error("could not mark a push processed", metadata: ["error": "\(error)"])
+                // Not shown again in this run (nothing reads the inbox back while it runs);
+                // after a restart the delivered-list check keeps them from showing twice.
+                logger.error("could not mark pushes processed", metadata: ["error": "\(error)", "pushes": "\(batch.count)"])
             }
         }
         appQueues[bundle] = nil
@@ -292,14 +292,14 @@ public actor GatewayLink: RemoteNotificationLink {
     }
 
     public func unregister(_ bundleIdentifier: String) async throws(NotificationError) {
-        do { try inbox.addRemoval(bundleIdentifier) } catch {
+        do { try await inbox.addRemoval(bundleIdentifier) } catch {
             throw NotificationError(.invalidRequest, "could not record the unregistration: \(error)")
         }
         await sendRemoval(bundleIdentifier)
     }
 
     public func appRemoved(_ bundleIdentifier: String) async {
-        do { try inbox.addRemoval(bundleIdentifier) } catch {
+        do { try await inbox.addRemoval(bundleIdentifier) } catch {
             logger.error("could not record an app removal for the gateway", metadata: ["app": "\(bundleIdentifier)", "error": "\(error)"])
         }
         await sendRemoval(bundleIdentifier)
@@ -309,28 +309,35 @@ public actor GatewayLink: RemoteNotificationLink {
         guard case .connected(let connection) = phase else { return } // sent on the next connection
         do {
             try await connection.removeApp(topic: bundle)
-            try inbox.clearRemoval(bundle)
+            try await inbox.clearRemoval(bundle)
         } catch {
             logger.warning("the gateway did not confirm an app removal; retrying on the next connection", metadata: ["app": "\(bundle)", "error": "\(error)"])
         }
     }
 
     public func presented(_ push: RemotePush) async {
-        report(.presented, apnsID: push.apnsID)
+        await presented([push])
+    }
+
+    public func presented(_ pushes: [RemotePush]) async {
+        await report(pushes.map { PendingDeliveryEvent(event: DeviceDeliveryEvent.presented.rawValue, apnsID: $0.apnsID) })
     }
 
     public func answered(bundleIdentifier: String, requestIdentifier: String) async {
-        guard let apnsID = try? inbox.apnsID(bundle: bundleIdentifier, identifier: requestIdentifier) else { return }
-        report(.answered, apnsID: apnsID)
+        guard let apnsID = try? await inbox.apnsID(bundle: bundleIdentifier, identifier: requestIdentifier) else { return }
+        await report([PendingDeliveryEvent(event: DeviceDeliveryEvent.answered.rawValue, apnsID: apnsID)])
     }
 
-    /// Durable first (the inbox keeps it across reconnects and daemon restarts), then sent;
-    /// forgotten once the gateway confirms it. At least once: recording an event twice at the
-    /// gateway changes nothing.
-    private func report(_ event: DeviceDeliveryEvent, apnsID: String) {
-        do { try inbox.addPendingEvent(event.rawValue, apnsID: apnsID) } catch {
-            logger.warning("could not keep a delivery event", metadata: ["apns-id": "\(apnsID)", "error": "\(error)"])
-            if case .connected(let connection) = phase { connection.report(event, apnsID: apnsID) }
+    /// Durable first (the inbox keeps them across reconnects and daemon restarts, one write
+    /// for all), then sent; forgotten once the gateway confirms them. At least once:
+    /// recording an event twice at the gateway changes nothing.
+    private func report(_ events: [PendingDeliveryEvent]) async {
+        guard !events.isEmpty else { return }
+        do { try await inbox.addPendingEvents(events) } catch {
+            logger.warning("could not keep delivery events", metadata: ["events": "\(events.count)", "error": "\(error)"])
+            if case .connected(let connection) = phase {
+                for e in events { connection.report(DeviceDeliveryEvent(rawValue: e.event), apnsID: e.apnsID) }
+            }
             return
         }
         sendPendingEvents()
@@ -350,8 +357,8 @@ public actor GatewayLink: RemoteNotificationLink {
     private func sendEvents(on connection: DeviceConnection) async {
         defer { sendingEvents = false }
         while case .connected(let current) = phase, current === connection {
-            guard let window = try? inbox.pendingEvents(limit: Self.eventWindow), !window.isEmpty else { return }
-            let done = await withTaskGroup(of: (event: String, apnsID: String)?.self) { group in
+            guard let window = try? await inbox.pendingEvents(limit: Self.eventWindow), !window.isEmpty else { return }
+            let done = await withTaskGroup(of: PendingDeliveryEvent?.self) { group in
                 for e in window {
                     group.addTask {
                         do {
@@ -360,11 +367,11 @@ public actor GatewayLink: RemoteNotificationLink {
                         } catch { return nil }
                     }
                 }
-                var done: [(event: String, apnsID: String)] = []
+                var done: [PendingDeliveryEvent] = []
                 for await e in group { if let e { done.append(e) } }
                 return done
             }
-            do { try inbox.clearEvents(done) } catch {
+            do { try await inbox.clearEvents(done) } catch {
                 logger.warning("could not forget confirmed delivery events", metadata: ["error": "\(error)"])
                 return
             }
@@ -381,10 +388,12 @@ public actor GatewayLink: RemoteNotificationLink {
         }
     }
 
-    /// Whether the link is connected now.
     /// How many pushes the inbox holds, processed or not (for tests).
-    var inboxCount: Int { (try? inbox.count()) ?? -1 }
+    var inboxCount: Int {
+        get async { (try? await inbox.count()) ?? -1 }
+    }
 
+    /// Whether the link is connected now.
     public var isConnected: Bool {
         if case .connected = phase { return true }
         return false

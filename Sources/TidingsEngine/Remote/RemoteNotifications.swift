@@ -1,5 +1,6 @@
 import Foundation
 import TidingsCore
+import TidingsStorage
 
 /// The engine's way to the push gateway: the daemon's gateway link implements it
 /// (`TidingsDaemon`'s `GatewayLink`), tests may use a double.
@@ -14,8 +15,16 @@ public protocol RemoteNotificationLink: Sendable {
     func appRemoved(_ bundleIdentifier: String) async
     /// A remote notification was shown to the person (delivery inspection).
     func presented(_ push: RemotePush) async
+    /// Remote notifications shown together (one hand-off's); by default one `presented` each.
+    func presented(_ pushes: [RemotePush]) async
     /// The person answered the remote notification with this request identifier.
     func answered(bundleIdentifier: String, requestIdentifier: String) async
+}
+
+extension RemoteNotificationLink {
+    public func presented(_ pushes: [RemotePush]) async {
+        for push in pushes { await presented(push) }
+    }
 }
 
 /// How the engine treats remote notifications.
@@ -84,46 +93,139 @@ extension NotificationEngine {
         remote.configuration = configuration
     }
 
-    /// The remote pipeline: a push that the device made durable becomes a notification
-    /// (through the app's service extension when it asks for one) and/or a background wake.
-    /// Expired pushes are never shown.
+    /// The remote pipeline for one push (`receiveRemote(_:)` with one).
     public func receiveRemote(_ push: RemotePush) async -> RemoteOutcome {
-        let bundle = push.bundleIdentifier
-        if push.isExpired(at: clock.now) {
-            logger.info("remote notification expired before it could be shown", metadata: ["app": "\(bundle)", "apns-id": "\(push.apnsID)"])
-            return .expired
-        }
-        guard let app = try? await app(bundle) else {
-            logger.notice("remote notification for an app that is not installed", metadata: ["app": "\(bundle)", "apns-id": "\(push.apnsID)"])
-            return .unknownApp
-        }
-        let plan: RemoteNotificationPlan
-        do {
-            plan = try RemoteNotificationMapping.plan(push, localizedStrings: app.localizedStrings, languages: remote.configuration.languages)
-        } catch {
-            logger.warning("remote notification with a bad payload", metadata: ["app": "\(bundle)", "apns-id": "\(push.apnsID)", "error": "\(error)"])
-            return .invalidPayload(error.description)
-        }
-        var presented = false
-        if var request = plan.request {
-            inFlight += 1
-            if plan.wantsServiceExtension, let runner = configuration.serviceExtensions,
-               let service = app.extensions.first(where: { $0.point == .service }) {
-                request.content = await runner.modify(request, app: app, extension: service).content
-                // The runner logs a failure and hands back the best attempt or the original;
-                // it has already moved the extension's attachments into the app's
-                // store through the same validation as `add` (docs/service-extensions.md).
+        await receiveRemote([push])[0]
+    }
+
+    /// The remote pipeline: pushes that the device made durable become notifications (through
+    /// the app's service extension when one asks for it) and/or background wakes, in order.
+    /// Expired pushes are never shown.
+    ///
+    /// Pushes handed over together are recorded together: each one's delivered-list write is
+    /// queued in the store right after the previous one's (one group commit for the lot, not
+    /// one commit awaited per push), and each is shown once its write is durable, in order.
+    /// Before anything that may take long — a service extension, a foreground app's delegate,
+    /// a background wake — what is already recorded is shown first, so a slow step holds up
+    /// only the pushes behind it. Returns when every push has been shown (or left out).
+    public func receiveRemote(_ pushes: [RemotePush]) async -> [RemoteOutcome] {
+        inFlight += 1
+        defer { finishedDelivery() }
+        var outcomes = [RemoteOutcome](repeating: .delivered(presented: false, wake: nil), count: pushes.count)
+        var recorded: [RecordedRemote] = []
+        for (index, push) in pushes.enumerated() {
+            let bundle = push.bundleIdentifier
+            if push.isExpired(at: clock.now) {
+                logger.info("remote notification expired before it could be shown", metadata: ["app": "\(bundle)", "apns-id": "\(push.apnsID)"])
+                outcomes[index] = .expired
+                continue
             }
-            let presentation = await deliver(request, bundle: bundle, date: clock.now, pendingKey: nil, nextFire: nil, push: push.deliveryKey)
-            finishedDelivery()
-            presented = presentation?.isVisible ?? false
-            if presented, let link = remote.link { await link.presented(push) }
+            guard let app = try? await app(bundle) else {
+                logger.notice("remote notification for an app that is not installed", metadata: ["app": "\(bundle)", "apns-id": "\(push.apnsID)"])
+                outcomes[index] = .unknownApp
+                continue
+            }
+            let plan: RemoteNotificationPlan
+            do {
+                plan = try RemoteNotificationMapping.plan(push, localizedStrings: app.localizedStrings, languages: remote.configuration.languages)
+            } catch {
+                logger.warning("remote notification with a bad payload", metadata: ["app": "\(bundle)", "apns-id": "\(push.apnsID)", "error": "\(error)"])
+                outcomes[index] = .invalidPayload(error.description)
+                continue
+            }
+            if var request = plan.request {
+                if plan.wantsServiceExtension, let runner = configuration.serviceExtensions,
+                   let service = app.extensions.first(where: { $0.point == .service }) {
+                    await showRecorded(&recorded, outcomes: &outcomes)
+                    request.content = await runner.modify(request, app: app, extension: service).content
+                    // The runner logs a failure and hands back the best attempt or the original;
+                    // it has already moved the extension's attachments into the app's
+                    // store through the same validation as `add` (docs/service-extensions.md).
+                }
+                if let entry = await recordRemote(request, push: push, index: index, flushing: &recorded, outcomes: &outcomes) {
+                    recorded.append(entry)
+                }
+            }
+            if plan.wakesApp {
+                // After the notification (if any) is shown, as one push at a time did.
+                await showRecorded(&recorded, outcomes: &outcomes)
+                let wake = await wakeApp(bundle, userInfo: plan.userInfo, countsAgainstBudget: plan.isBackgroundOnly)
+                if case .delivered(let presented, _) = outcomes[index] { outcomes[index] = .delivered(presented: presented, wake: wake) }
+            }
         }
-        var wake: RemoteWake?
-        if plan.wakesApp {
-            wake = await wakeApp(bundle, userInfo: plan.userInfo, countsAgainstBudget: plan.isBackgroundOnly)
+        await showRecorded(&recorded, outcomes: &outcomes)
+        return outcomes
+    }
+
+    /// A remote notification whose delivery is decided and queued in the store, waiting to be shown.
+    struct RecordedRemote {
+        var index: Int
+        var push: RemotePush
+        var request: NotificationRequestValue
+        var notification: DeliveredNotificationValue
+        var presentation: Presentation
+        /// The delivered-list write (nil when the presentation does not keep it in the list).
+        var written: StoreTicket<DeliveredNotificationValue?>?
+    }
+
+    /// Decides how a push's notification is presented (a foreground app's delegate, else the
+    /// person's settings) and queues its delivered-list write; nil when it cannot be delivered.
+    /// Asking a delegate shows what is recorded first.
+    private func recordRemote(_ request: NotificationRequestValue, push: RemotePush, index: Int,
+                              flushing recorded: inout [RecordedRemote], outcomes: inout [RemoteOutcome]) async -> RecordedRemote? {
+        let bundle = push.bundleIdentifier
+        guard let settings = try? await settings(bundle) else { return nil }
+        let notification = DeliveredNotificationValue(request: request, date: clock.now)
+        let presentation: Presentation
+        if !settings.isAllowed {
+            presentation = .none
+        } else if let session = foregroundSession(bundle) {
+            await showRecorded(&recorded, outcomes: &outcomes)
+            let options = await askToPresent(notification, session: session)
+            presentation = options.map { Presentation(options: $0).limited(by: settings) } ?? .none
+        } else {
+            presentation = Presentation(settings: settings, content: request.content)
         }
-        return .delivered(presented: presented, wake: wake)
+        let written = presentation.list ? store.deliver(notification, for: bundle, push: push.deliveryKey) : nil
+        return RecordedRemote(index: index, push: push, request: request, notification: notification, presentation: presentation, written: written)
+    }
+
+    /// Shows the recorded notifications in order, each once its delivered-list write is
+    /// durable (a crash before leaves the push unprocessed in the daemon's inbox and not in the
+    /// list: it is shown after the restart; after, it is in the list and not shown twice),
+    /// applies their badges, reports them presented together, and empties `recorded`.
+    private func showRecorded(_ recorded: inout [RecordedRemote], outcomes: inout [RemoteOutcome]) async {
+        guard !recorded.isEmpty else { return }
+        let entries = recorded
+        recorded.removeAll()
+        var shown: [RemotePush] = []
+        var finished: [(RecordedRemote, replaced: DeliveredNotificationValue?, badge: StoreTicket<Void>?)] = []
+        for entry in entries {
+            let bundle = entry.push.bundleIdentifier
+            var replaced: DeliveredNotificationValue?
+            do {
+                replaced = try await entry.written?.value
+            } catch {
+                logger.error("could not record a delivery", metadata: ["app": "\(bundle)", "request": "\(entry.request.identifier)", "error": "\(error)"])
+                continue
+            }
+            let badge = await show(entry.request, bundle: bundle, notification: entry.notification, presentation: entry.presentation, replaced: replaced != nil)
+            if entry.presentation.isVisible {
+                shown.append(entry.push)
+                outcomes[entry.index] = .delivered(presented: true, wake: nil)
+            }
+            finished.append((entry, replaced, badge))
+        }
+        if !shown.isEmpty, let link = remote.link { await link.presented(shown) }
+        for (entry, replaced, badge) in finished {
+            do {
+                try await badge?.value
+            } catch {
+                logger.error("could not record a delivery", metadata: ["app": "\(entry.push.bundleIdentifier)", "request": "\(entry.request.identifier)", "error": "\(error)"])
+                continue
+            }
+            await delivered(entry.request, bundle: entry.push.bundleIdentifier, presentation: entry.presentation, replaced: replaced, keepPending: false)
+        }
     }
 
     /// Whether this push's notification is already in the app's delivered list: how the

@@ -1,0 +1,166 @@
+import Foundation
+import Synchronization
+import TidingsCore
+
+/// A delivery event (`presented`, `answered`) the gateway has not confirmed yet.
+public struct PendingDeliveryEvent: Sendable, Hashable {
+    public var event: String
+    public var apnsID: String
+
+    public init(event: String, apnsID: String) {
+        self.event = event
+        self.apnsID = apnsID
+    }
+}
+
+/// The daemon's inbox of remote notifications (docs/remote-notifications.md): a push is made
+/// durable here, and only then acknowledged to the gateway, so a `kill -9` between receipt and
+/// acknowledgement loses nothing; a redelivered push finds its entry and is not handed to the
+/// engine twice. Also keeps delivery events until the gateway confirms them and app removals
+/// the gateway has not heard of yet.
+///
+/// Every operation may block on the disk: implementations do that work off Swift's
+/// cooperative pool (the SQLite one on its database's own serial queue). Backends:
+/// `InMemoryRemoteInbox` (tests) and `SQLiteRemoteInbox` (`remote.sqlite`); one conformance
+/// suite (`RemoteInboxConformanceTests`) covers both.
+public protocol RemoteInboxStore: Sendable {
+    /// Makes the pushes durable together — one transaction, one commit — and returns for each
+    /// whether it is new (false: a redelivery of a push already here, by apns-id and
+    /// sequence). Nothing is stored if it throws.
+    func receive(_ pushes: [RemotePush], at date: Date) async throws -> [Bool]
+    /// The pushes received and not yet marked processed, in the order received (what a
+    /// restart hands the engine again).
+    func unprocessed() async throws -> [RemotePush]
+    /// Marks pushes as handed to the engine, in one write (it needs no fsync: a mark lost to
+    /// a power failure only means the push is recovered, and the engine's delivered list keeps
+    /// it from showing twice). Pushes not in the inbox are ignored.
+    func markProcessed(_ pushes: [RemotePush]) async throws
+    /// The apns-id of the latest push received that became this request identifier.
+    func apnsID(bundle: String, identifier: String) async throws -> String?
+    /// Forgets processed pushes received before `date` (they can no longer come again).
+    func prune(before date: Date) async throws
+    /// How many pushes the inbox holds, processed or not.
+    func count() async throws -> Int
+
+    /// Keeps delivery events until the gateway confirms them (`clearEvents`), in one write;
+    /// an event already kept is kept once. Past `maximumPendingEvents` the oldest are dropped.
+    func addPendingEvents(_ events: [PendingDeliveryEvent]) async throws
+    /// The oldest events not yet confirmed, at most `limit`, oldest first.
+    func pendingEvents(limit: Int) async throws -> [PendingDeliveryEvent]
+    /// Forgets events the gateway confirmed.
+    func clearEvents(_ events: [PendingDeliveryEvent]) async throws
+
+    /// Keeps an app removal until the gateway confirms it (`clearRemoval`).
+    func addRemoval(_ bundle: String) async throws
+    /// The removals not yet confirmed, by bundle ID.
+    func removals() async throws -> [String]
+    func clearRemoval(_ bundle: String) async throws
+}
+
+public enum RemoteInboxDefaults {
+    /// Delivery events kept for the gateway at most; past it the oldest are dropped (delivery
+    /// inspection only; a gateway away that long has its pushes expire too).
+    public static let maximumPendingEvents = 10_000
+    /// Processed pushes are forgotten this long after receipt: the gateway keeps a push at
+    /// most 30 days, so it never sends one again after that.
+    public static let processedRetention: TimeInterval = 31 * 24 * 3600
+}
+
+/// The inbox in memory: nothing survives the process (tests, ephemeral use).
+public final class InMemoryRemoteInbox: RemoteInboxStore {
+    private struct Entry {
+        var push: RemotePush
+        var receivedAt: Date
+        var processed = false
+    }
+
+    private struct Key: Hashable {
+        let apnsID: String
+        let sequence: Int64
+    }
+
+    private struct State {
+        /// In the order received.
+        var entries: [Entry] = []
+        var index: [Key: Int] = [:]
+        var events: [PendingDeliveryEvent] = []
+        var removals: Set<String> = []
+
+        mutating func reindex() {
+            index = [:]
+            for (i, e) in entries.enumerated() { index[Key(apnsID: e.push.apnsID, sequence: e.push.sequence)] = i }
+        }
+    }
+
+    private let state = Mutex(State())
+    public let maximumPendingEvents: Int
+
+    public init(maximumPendingEvents: Int = RemoteInboxDefaults.maximumPendingEvents) {
+        self.maximumPendingEvents = maximumPendingEvents
+    }
+
+    public func receive(_ pushes: [RemotePush], at date: Date) async throws -> [Bool] {
+        state.withLock { s in
+            pushes.map { push in
+                let key = Key(apnsID: push.apnsID, sequence: push.sequence)
+                guard s.index[key] == nil else { return false }
+                s.index[key] = s.entries.count
+                s.entries.append(Entry(push: push, receivedAt: date))
+                return true
+            }
+        }
+    }
+
+    public func unprocessed() async throws -> [RemotePush] {
+        state.withLock { s in
+            // As SQLite orders them: by the time received (milliseconds), then sequence.
+            s.entries.filter { !$0.processed }
+                .map { (ms: Int64(($0.receivedAt.timeIntervalSince1970 * 1000).rounded(.down)), push: $0.push) }
+                .sorted { ($0.ms, $0.push.sequence) < ($1.ms, $1.push.sequence) }
+                .map(\.push)
+        }
+    }
+
+    public func markProcessed(_ pushes: [RemotePush]) async throws {
+        state.withLock { s in
+            for push in pushes {
+                if let i = s.index[Key(apnsID: push.apnsID, sequence: push.sequence)] { s.entries[i].processed = true }
+            }
+        }
+    }
+
+    public func apnsID(bundle: String, identifier: String) async throws -> String? {
+        state.withLock { s in
+            s.entries.last { $0.push.bundleIdentifier == bundle && $0.push.requestIdentifier == identifier }?.push.apnsID
+        }
+    }
+
+    public func prune(before date: Date) async throws {
+        state.withLock { s in
+            s.entries.removeAll { $0.processed && $0.receivedAt < date }
+            s.reindex()
+        }
+    }
+
+    public func count() async throws -> Int { state.withLock { $0.entries.count } }
+
+    public func addPendingEvents(_ events: [PendingDeliveryEvent]) async throws {
+        state.withLock { s in
+            for event in events where !s.events.contains(event) { s.events.append(event) }
+            if s.events.count > maximumPendingEvents { s.events.removeFirst(s.events.count - maximumPendingEvents) }
+        }
+    }
+
+    public func pendingEvents(limit: Int) async throws -> [PendingDeliveryEvent] {
+        state.withLock { Array($0.events.prefix(max(0, limit))) }
+    }
+
+    public func clearEvents(_ events: [PendingDeliveryEvent]) async throws {
+        let gone = Set(events)
+        state.withLock { $0.events.removeAll { gone.contains($0) } }
+    }
+
+    public func addRemoval(_ bundle: String) async throws { _ = state.withLock { $0.removals.insert(bundle) } }
+    public func removals() async throws -> [String] { state.withLock { $0.removals.sorted() } }
+    public func clearRemoval(_ bundle: String) async throws { _ = state.withLock { $0.removals.remove(bundle) } }
+}

@@ -1,0 +1,218 @@
+import Foundation
+import Synchronization
+import Testing
+import TidingsCore
+@testable import TidingsDaemon
+@testable import TidingsDevice
+import TidingsEngine
+import TidingsStorage
+import TidingsTesting
+@_spi(Tidings) import UserNotifications
+
+/// Bursts stay bursts on the device's remote path: what the device channel read together is
+/// taken together, made durable in one inbox transaction, acknowledged together, handed to the
+/// engine together and recorded in one group commit, in order per app, without reading the
+/// inbox back.
+@Suite("Remote receipt bursts", .serialized)
+struct PushBurstTests {
+    static func push(_ n: Int64) -> DevicePush {
+        DevicePush(sequence: n, apnsID: "00000000-0000-4000-8000-\(String(format: "%012d", n))", token: "ab", topic: "com.example.app",
+                   pushType: .alert, priority: .immediate, collapseID: nil, expiresAt: 0, acceptedAt: 1,
+                   payload: Array(#"{"aps":{"alert":"n\#(n)"}}"#.utf8))
+    }
+
+    @Test func burstsAreTakenAsTheyArrivedInOrder() async throws {
+        let buffer = DevicePushBuffer()
+        var bursts = DevicePushes(buffer: buffer).bursts.makeAsyncIterator()
+        buffer.append([Self.push(1)])
+        #expect(try await bursts.next()?.map(\.sequence) == [1])
+        // Two reads while the consumer was busy (committing the previous burst): one burst.
+        buffer.append([Self.push(2), Self.push(3)])
+        buffer.append([Self.push(4), Self.push(5)])
+        #expect(try await bursts.next()?.map(\.sequence) == [2, 3, 4, 5])
+        // A consumer waiting is woken by the next read (the iterator keeps no state of its own).
+        let waiting = Task {
+            var waiter = DevicePushes(buffer: buffer).bursts.makeAsyncIterator()
+            return try await waiter.next()?.map(\.sequence)
+        }
+        buffer.append([Self.push(6)])
+        #expect(try await waiting.value == [6])
+        buffer.append([Self.push(7)])
+        buffer.finish(nil)
+        #expect(try await bursts.next()?.map(\.sequence) == [7], "what arrived before the end is still taken")
+        #expect(try await bursts.next() == nil)
+    }
+
+    /// A backlog of 40 stored pushes reaches the daemon as bursts: fewer inbox transactions and
+    /// processed marks than pushes, the inbox read back once (at start, for recovery) and never
+    /// while running, every push shown once, in the order the provider sent them.
+    @Test @MainActor func aBacklogIsStoredAndHandedOverInBurstsWithoutReadingTheInboxBack() async throws {
+        let h = try await RemoteHarness.start()
+        defer { Task { await h.stop() } }
+        _ = try await h.install()
+        let app = try await h.launchApp(notificationDelegate: RecordingNotificationDelegate(), appDelegate: nil)
+        let token = try await app.application.deviceTokenForRemoteNotifications()
+        await h.stopLink()
+        let ids = (1...40).map { String(format: "00000000-0000-4000-8000-%012d", 0xb000 + $0) }
+        for (n, id) in ids.enumerated() {
+            #expect(try await h.push(token: token, body: #"{"aps":{"alert":"n\#(n)"}}"#, apnsID: id).status == 200)
+        }
+        let inbox = CountingInbox(InMemoryRemoteInbox())
+        try await h.startLink(inbox: inbox)
+        #expect(await eventually { h.system.presenter.presentedIdentifiers.count == ids.count })
+        #expect(h.system.presenter.presentedIdentifiers == ids, "in the order sent, each once")
+        #expect(await eventually { inbox.counts.processedPushes == ids.count })
+        let counts = inbox.counts
+        #expect(counts.unprocessedReads == 1, "read back once, at start, never while running")
+        #expect(counts.receivedPushes == ids.count)
+        #expect(counts.receives < ids.count, "bursts are made durable together (\(counts.receives) transactions)")
+        #expect(counts.marks < ids.count, "and marked processed together (\(counts.marks) writes)")
+        #expect(await eventually { (try? await h.status(ids.last!).first?.deliveredAt) != nil }, "acknowledged")
+        withExtendedLifetime(app) {}
+    }
+
+    /// The engine queues every delivered-list write of a hand-off before the first is durable
+    /// (one group commit, not one commit awaited per push), shows none before its write is
+    /// durable, then shows them in order.
+    @Test func aHandOffIsRecordedInOneGroupCommitAndShownWhenDurable() async throws {
+        let gated = GatedDeliverStore(InMemoryDeviceStore())
+        let clock = TestWallClock(now: Date())
+        let presenter = RecordingPresenter()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-burst-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let engine = NotificationEngine(configuration: EngineConfiguration(
+            clock: clock, store: gated, attachments: AttachmentStore(root: directory.appendingPathComponent("attachments")),
+            presenters: [presenter]))
+        let bundle = "com.example.burst"
+        try await engine.install(AppRecord(bundleIdentifier: bundle, displayName: "Burst", executable: "/bin/true",
+                                           directory: directory.path, installedAt: clock.now))
+        _ = try await engine.updateSettings(bundle) { $0 = .granted([.alert, .sound, .badge], provisional: false) }
+        let now = Int64(clock.now.timeIntervalSince1970 * 1000)
+        let pushes = (1...5).map { n in
+            RemotePush(apnsID: "p\(n)", sequence: Int64(n), bundleIdentifier: bundle, expiresAt: now + 60_000, acceptedAt: now,
+                       payload: Array(#"{"aps":{"alert":"n\#(n)"}}"#.utf8))!
+        }
+        let outcomes = Task { await engine.receiveRemote(pushes) }
+        #expect(await eventually { gated.submitted == 5 }, "all five writes queued before any is durable (\(gated.submitted) were)")
+        #expect(presenter.presentedIdentifiers.isEmpty, "nothing shown before it is durable")
+        gated.open()
+        #expect(await outcomes.value == Array(repeating: .delivered(presented: true, wake: nil), count: 5))
+        #expect(presenter.presentedIdentifiers == pushes.map(\.apnsID))
+        #expect(try await engine.deliveredNotifications(bundle).count == 5)
+    }
+}
+
+/// An inbox that counts what the gateway link asks of it.
+final class CountingInbox: RemoteInboxStore {
+    struct Counts { var receives = 0, receivedPushes = 0, unprocessedReads = 0, marks = 0, processedPushes = 0 }
+    private let base: any RemoteInboxStore
+    private let state = Mutex(Counts())
+    init(_ base: any RemoteInboxStore) { self.base = base }
+    var counts: Counts { state.withLock { $0 } }
+
+    func receive(_ pushes: [RemotePush], at date: Date) async throws -> [Bool] {
+        state.withLock { $0.receives += 1; $0.receivedPushes += pushes.count }
+        return try await base.receive(pushes, at: date)
+    }
+    func unprocessed() async throws -> [RemotePush] {
+        state.withLock { $0.unprocessedReads += 1 }
+        return try await base.unprocessed()
+    }
+    func markProcessed(_ pushes: [RemotePush]) async throws {
+        state.withLock { $0.marks += 1; $0.processedPushes += pushes.count }
+        try await base.markProcessed(pushes)
+    }
+    func apnsID(bundle: String, identifier: String) async throws -> String? { try await base.apnsID(bundle: bundle, identifier: identifier) }
+    func prune(before date: Date) async throws { try await base.prune(before: date) }
+    func count() async throws -> Int { try await base.count() }
+    func addPendingEvents(_ events: [PendingDeliveryEvent]) async throws { try await base.addPendingEvents(events) }
+    func pendingEvents(limit: Int) async throws -> [PendingDeliveryEvent] { try await base.pendingEvents(limit: limit) }
+    func clearEvents(_ events: [PendingDeliveryEvent]) async throws { try await base.clearEvents(events) }
+    func addRemoval(_ bundle: String) async throws { try await base.addRemoval(bundle) }
+    func removals() async throws -> [String] { try await base.removals() }
+    func clearRemoval(_ bundle: String) async throws { try await base.clearRemoval(bundle) }
+}
+
+/// A device store whose delivered-list writes become durable only when the test says so:
+/// it sees how many were queued before the first was durable.
+final class GatedDeliverStore: DeviceStore {
+    private let base: any DeviceStore
+    private let state = Mutex<(submitted: Int, open: Bool, waiting: [@Sendable () -> Void])>((0, false, []))
+    init(_ base: any DeviceStore) { self.base = base }
+
+    var submitted: Int { state.withLock { $0.submitted } }
+
+    func open() {
+        let waiting = state.withLock { s in
+            s.open = true
+            defer { s.waiting = [] }
+            return s.waiting
+        }
+        for release in waiting { release() }
+    }
+
+    func deliver(_ notification: DeliveredNotificationValue, for bundleIdentifier: String, push: String?) -> StoreTicket<DeliveredNotificationValue?> {
+        let inner = base.deliver(notification, for: bundleIdentifier, push: push)
+        let (ticket, complete) = StoreTicket<DeliveredNotificationValue?>.make()
+        let release: @Sendable () -> Void = { inner.whenComplete(complete) }
+        let now = state.withLock { s -> Bool in
+            s.submitted += 1
+            if s.open { return true }
+            s.waiting.append(release)
+            return false
+        }
+        if now { release() }
+        return ticket
+    }
+
+    func upsertApp(_ app: AppRecord) -> StoreTicket<Void> { base.upsertApp(app) }
+    func app(_ bundleIdentifier: String) -> StoreTicket<AppRecord?> { base.app(bundleIdentifier) }
+    func apps() -> StoreTicket<[AppRecord]> { base.apps() }
+    func removeApp(_ bundleIdentifier: String) -> StoreTicket<[AttachmentValue]> { base.removeApp(bundleIdentifier) }
+    func settings(_ bundleIdentifier: String) -> StoreTicket<NotificationSettingsValue?> { base.settings(bundleIdentifier) }
+    func setSettings(_ settings: NotificationSettingsValue, for bundleIdentifier: String) -> StoreTicket<Void> { base.setSettings(settings, for: bundleIdentifier) }
+    func categories(_ bundleIdentifier: String) -> StoreTicket<[CategoryValue]> { base.categories(bundleIdentifier) }
+    func setCategories(_ categories: [CategoryValue], for bundleIdentifier: String) -> StoreTicket<Void> { base.setCategories(categories, for: bundleIdentifier) }
+    func addPending(_ request: NotificationRequestValue, encoded: Data?, for bundleIdentifier: String, nextFire: Date?, limit: Int?) -> StoreTicket<PendingReplacement> {
+        base.addPending(request, encoded: encoded, for: bundleIdentifier, nextFire: nextFire, limit: limit)
+    }
+    func pending(_ bundleIdentifier: String) -> StoreTicket<[NotificationRequestValue]> { base.pending(bundleIdentifier) }
+    func pendingRecords(_ bundleIdentifier: String) -> StoreTicket<[PendingRecord]> { base.pendingRecords(bundleIdentifier) }
+    func pendingRecord(key: Int64) -> StoreTicket<PendingRecord?> { base.pendingRecord(key: key) }
+    func pendingRequest(_ identifier: String, for bundleIdentifier: String) -> StoreTicket<NotificationRequestValue?> { base.pendingRequest(identifier, for: bundleIdentifier) }
+    func removePending(_ identifiers: [String], for bundleIdentifier: String) -> StoreTicket<[NotificationRequestValue]> { base.removePending(identifiers, for: bundleIdentifier) }
+    func removeAllPending(_ bundleIdentifier: String) -> StoreTicket<[NotificationRequestValue]> { base.removeAllPending(bundleIdentifier) }
+    func schedule() -> StoreTicket<[ScheduleEntry]> { base.schedule() }
+    func locationPending() -> StoreTicket<[PendingRecord]> { base.locationPending() }
+    func fireApplied(key: Int64, at date: Date, nextFire: Date?, keepPending: Bool, deliver: Bool, present: UInt8) -> (applied: StoreTicket<FireOutcome?>, durable: StoreTicket<FireOutcome?>) {
+        base.fireApplied(key: key, at: date, nextFire: nextFire, keepPending: keepPending, deliver: deliver, present: present)
+    }
+    func fireDue(key: Int64, due: Date, at date: Date, decide: @escaping @Sendable (PendingRecord) -> FireWrite?) -> (applied: StoreTicket<DueFire?>, durable: StoreTicket<DueFire?>) {
+        base.fireDue(key: key, due: due, at: date, decide: decide)
+    }
+    func presented(_ ids: [Int64]) -> StoreTicket<Void> { base.presented(ids) }
+    func unpresented() -> StoreTicket<[UnpresentedNotification]> { base.unpresented() }
+    func deliveredPush(_ identifier: String, for bundleIdentifier: String) -> StoreTicket<String?> { base.deliveredPush(identifier, for: bundleIdentifier) }
+    func delivered(_ bundleIdentifier: String) -> StoreTicket<[DeliveredNotificationValue]> { base.delivered(bundleIdentifier) }
+    func deliveredNotification(_ identifier: String, for bundleIdentifier: String) -> StoreTicket<DeliveredNotificationValue?> { base.deliveredNotification(identifier, for: bundleIdentifier) }
+    func removeDelivered(_ identifiers: [String], for bundleIdentifier: String) -> StoreTicket<[DeliveredNotificationValue]> { base.removeDelivered(identifiers, for: bundleIdentifier) }
+    func removeAllDelivered(_ bundleIdentifier: String) -> StoreTicket<[DeliveredNotificationValue]> { base.removeAllDelivered(bundleIdentifier) }
+    func badge(_ bundleIdentifier: String) -> StoreTicket<Int> { base.badge(bundleIdentifier) }
+    func setBadge(_ count: Int, for bundleIdentifier: String) -> StoreTicket<Void> { base.setBadge(count, for: bundleIdentifier) }
+    func holdResponse(_ response: ResponseValue, for bundleIdentifier: String) -> StoreTicket<Int64> { base.holdResponse(response, for: bundleIdentifier) }
+    func heldResponses(_ bundleIdentifier: String) -> StoreTicket<[HeldResponse]> { base.heldResponses(bundleIdentifier) }
+    func releaseResponse(id: Int64) -> StoreTicket<Void> { base.releaseResponse(id: id) }
+}
+
+/// The device key is made once, mode 0600 from the moment it exists, and read back after.
+@Test func deviceKeyFileIsPrivateAndReused() throws {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-key-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let path = directory.appendingPathComponent("device-key.pem").path
+    let made = try DeviceKeyFile.loadOrCreate(path: path)
+    let mode = (try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? NSNumber)?.intValue
+    #expect(mode == 0o600)
+    #expect(try DeviceKeyFile.loadOrCreate(path: path).rawRepresentation == made.rawRepresentation)
+    #expect(!FileManager.default.fileExists(atPath: path + ".tmp"))
+}

@@ -1,0 +1,152 @@
+import Foundation
+import GRDB
+import Testing
+import TidingsCore
+import TidingsSQLite
+import TidingsStorage
+
+/// One suite for every `RemoteInboxStore` backend.
+enum RemoteInboxBackend: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case memory, sqlite
+
+    var testDescription: String { rawValue }
+
+    func make(maximumPendingEvents: Int = RemoteInboxDefaults.maximumPendingEvents) throws -> any RemoteInboxStore {
+        switch self {
+        case .memory: InMemoryRemoteInbox(maximumPendingEvents: maximumPendingEvents)
+        case .sqlite:
+            try SQLiteRemoteInbox(path: FileManager.default.temporaryDirectory.appendingPathComponent("remote-\(UUID().uuidString).sqlite").path,
+                                  maximumPendingEvents: maximumPendingEvents)
+        }
+    }
+}
+
+private let t0 = Date(timeIntervalSince1970: 1_795_348_800.25)
+private let app = "com.example.inbox"
+
+/// A push of every kind of field: a VoIP one (topic with its suffix), a collapse id, priority
+/// 5, and a payload whose bytes must come back exactly.
+private func push(_ n: Int64, apnsID: String? = nil, pushType: PushType = .alert, collapse: String? = nil, bundle: String = app) -> RemotePush {
+    RemotePush(apnsID: apnsID ?? String(format: "00000000-0000-4000-8000-%012d", n), sequence: n, bundleIdentifier: bundle,
+               pushType: pushType, priority: n % 2 == 0 ? .considerPower : .immediate,
+               collapseID: collapse.flatMap(CollapseID.init(rawValue:)), expiresAt: 1_795_400_000_000 + n, acceptedAt: 1_795_348_000_000 + n,
+               payload: Array(#"{"aps":{"alert":"n\#(n) \"quoted\" é ✓"},"k":[1,2]}"#.utf8))!
+}
+
+@Suite("RemoteInboxStore conformance")
+struct RemoteInboxConformanceTests {
+    @Test(arguments: RemoteInboxBackend.allCases)
+    func receiptIsTypedDedupedAndInOrder(_ backend: RemoteInboxBackend) async throws {
+        let inbox = try backend.make()
+        let voip = push(2, pushType: .voip, collapse: "chat")
+        #expect(voip.topic.rawValue == app + ".voip")
+        #expect(try await inbox.receive([push(1)], at: t0) == [true])
+        #expect(try await inbox.receive([push(1), voip, push(3), push(4)], at: t0.addingTimeInterval(1)) == [false, true, true, true],
+                "a redelivery (same apns-id and sequence) is known")
+        #expect(try await inbox.receive([], at: t0) == [])
+        let back = try await inbox.unprocessed()
+        #expect(back == [push(1), voip, push(3), push(4)], "every field back as received, in the order received")
+        #expect(back[1].pushType == .voip && back[1].topic == voip.topic && back[1].collapseID?.rawValue == "chat" && back[1].priority == .considerPower)
+        #expect(try await inbox.count() == 4)
+        // The same apns-id with another sequence is another push (the gateway's key is both).
+        #expect(try await inbox.receive([push(5, apnsID: push(1).apnsID)], at: t0.addingTimeInterval(2)) == [true])
+    }
+
+    @Test(arguments: RemoteInboxBackend.allCases)
+    func processedPushesLeaveTheUnprocessedSet(_ backend: RemoteInboxBackend) async throws {
+        let inbox = try backend.make()
+        _ = try await inbox.receive((1...4).map { push($0) }, at: t0)
+        try await inbox.markProcessed([push(1), push(3), push(99)])
+        #expect(try await inbox.unprocessed().map(\.sequence) == [2, 4], "a push not in the inbox is ignored")
+        try await inbox.markProcessed([])
+        #expect(try await inbox.receive([push(3)], at: t0) == [false], "a processed push is still known: a redelivery is not new")
+        #expect(try await inbox.count() == 4)
+    }
+
+    @Test(arguments: RemoteInboxBackend.allCases)
+    func theLatestPushOfAnIdentifierNamesIt(_ backend: RemoteInboxBackend) async throws {
+        let inbox = try backend.make()
+        _ = try await inbox.receive([push(1, collapse: "score"), push(2)], at: t0)
+        _ = try await inbox.receive([push(3, collapse: "score")], at: t0.addingTimeInterval(1))
+        #expect(try await inbox.apnsID(bundle: app, identifier: "score") == push(3).apnsID)
+        #expect(try await inbox.apnsID(bundle: app, identifier: push(2).apnsID) == push(2).apnsID, "no collapse id: the apns-id is the identifier")
+        #expect(try await inbox.apnsID(bundle: "com.example.other", identifier: "score") == nil)
+    }
+
+    @Test(arguments: RemoteInboxBackend.allCases)
+    func pruningForgetsOnlyOldProcessedPushes(_ backend: RemoteInboxBackend) async throws {
+        let inbox = try backend.make()
+        _ = try await inbox.receive([push(1), push(2)], at: t0)
+        _ = try await inbox.receive([push(3)], at: t0.addingTimeInterval(100))
+        try await inbox.markProcessed([push(1), push(3)])
+        try await inbox.prune(before: t0.addingTimeInterval(50))
+        #expect(try await inbox.count() == 2, "the old processed one goes; the old unprocessed and the recent processed stay")
+        #expect(try await inbox.unprocessed().map(\.sequence) == [2])
+        #expect(try await inbox.receive([push(1)], at: t0.addingTimeInterval(200)) == [true], "forgotten: it would be new again")
+    }
+
+    @Test(arguments: RemoteInboxBackend.allCases)
+    func deliveryEventsWaitOnceEachOldestFirstWithinTheLimit(_ backend: RemoteInboxBackend) async throws {
+        let inbox = try backend.make(maximumPendingEvents: 3)
+        let a = PendingDeliveryEvent(event: "presented", apnsID: "a")
+        let b = PendingDeliveryEvent(event: "presented", apnsID: "b")
+        let bAnswered = PendingDeliveryEvent(event: "answered", apnsID: "b")
+        try await inbox.addPendingEvents([a, b])
+        try await inbox.addPendingEvents([a])
+        #expect(try await inbox.pendingEvents(limit: 10) == [a, b], "an event kept once")
+        try await inbox.addPendingEvents([bAnswered])
+        #expect(try await inbox.pendingEvents(limit: 2) == [a, b])
+        #expect(try await inbox.pendingEvents(limit: 0) == [])
+        // At the limit (3) nothing is dropped; past it the oldest go.
+        #expect(try await inbox.pendingEvents(limit: 10) == [a, b, bAnswered])
+        let c = PendingDeliveryEvent(event: "presented", apnsID: "c")
+        let d = PendingDeliveryEvent(event: "presented", apnsID: "d")
+        try await inbox.addPendingEvents([c, d])
+        #expect(try await inbox.pendingEvents(limit: 10) == [bAnswered, c, d])
+        try await inbox.clearEvents([c, PendingDeliveryEvent(event: "presented", apnsID: "unknown")])
+        #expect(try await inbox.pendingEvents(limit: 10) == [bAnswered, d])
+    }
+
+    @Test(arguments: RemoteInboxBackend.allCases)
+    func removalsWaitUntilCleared(_ backend: RemoteInboxBackend) async throws {
+        let inbox = try backend.make()
+        try await inbox.addRemoval("com.example.b")
+        try await inbox.addRemoval("com.example.a")
+        try await inbox.addRemoval("com.example.b")
+        #expect(try await inbox.removals() == ["com.example.a", "com.example.b"])
+        try await inbox.clearRemoval("com.example.b")
+        #expect(try await inbox.removals() == ["com.example.a"])
+    }
+}
+
+/// The SQLite inbox: what a reopened file holds, and the rows written before payloads were
+/// kept as bytes.
+@Suite("SQLite remote inbox")
+struct SQLiteRemoteInboxTests {
+    @Test func aReopenedInboxHasWhatWasReceivedAndMarked() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("remote-\(UUID().uuidString).sqlite").path
+        let inbox = try SQLiteRemoteInbox(path: path)
+        _ = try await inbox.receive([push(1), push(2, pushType: .voip), push(3)], at: t0)
+        try await inbox.markProcessed([push(1)])
+        try await inbox.addPendingEvents([PendingDeliveryEvent(event: "presented", apnsID: "x")])
+        let reopened = try SQLiteRemoteInbox(path: path)
+        #expect(try await reopened.unprocessed() == [push(2, pushType: .voip), push(3)])
+        #expect(try await reopened.pendingEvents(limit: 5).map(\.apnsID) == ["x"])
+    }
+
+    @Test func aPayloadStoredAsTextBeforeIsReadAsItsBytes() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("remote-\(UUID().uuidString).sqlite").path
+        _ = try SQLiteRemoteInbox(path: path)
+        let old = push(7, collapse: "c")
+        let queue = try DatabaseQueue(path: path)
+        try await queue.write { db in
+            try db.execute(sql: """
+                INSERT INTO push (apns_id, sequence, bundle, identifier, push_type, priority, collapse_id, expires_at, accepted_at, payload, received_at)
+                VALUES (?, ?, ?, ?, 'alert', ?, 'c', ?, ?, ?, ?)
+                """, arguments: [old.apnsID, old.sequence, app, "c", old.priority.rawValue, old.expiresAt, old.acceptedAt,
+                                 String(decoding: old.payload, as: UTF8.self), 1_795_348_800_000])
+        }
+        try queue.close()
+        #expect(try await SQLiteRemoteInbox(path: path).unprocessed() == [old])
+    }
+}
