@@ -13,6 +13,25 @@ struct RemoteNotificationMappingTests {
                    collapseID: collapseID.flatMap(CollapseID.init(rawValue:)), expiresAt: expiresAt ?? Self.nowMS + 3_600_000, acceptedAt: Self.nowMS, payload: Array(payload.utf8))!
     }
 
+    /// The device channel's push is typed once: topic and bundle ID, collapse id; what cannot
+    /// be typed is refused (the daemon drops it) rather than re-typed with a fallback.
+    @Test func aDevicePushIsTypedOnceOrRefused() throws {
+        func device(topic: String, type: PushType = .alert, collapse: String? = nil) -> DevicePush {
+            DevicePush(sequence: 3, apnsID: "a", token: "ab", topic: topic, pushType: type, priority: .considerPower, collapseID: collapse,
+                       expiresAt: 5, acceptedAt: 4, payload: Array(#"{"aps":{}}"#.utf8))
+        }
+        let voip = try #require(RemotePush(device(topic: "com.example.app.voip", type: .voip, collapse: "c")))
+        #expect(voip.bundleIdentifier == "com.example.app")
+        #expect(voip.topic.rawValue == "com.example.app.voip")
+        #expect(voip.collapseID?.rawValue == "c" && voip.requestIdentifier == "c")
+        #expect(voip.priority == .considerPower && voip.payload == Array(#"{"aps":{}}"#.utf8))
+        #expect(try #require(RemotePush(device(topic: "com.example.app", collapse: ""))).collapseID == nil, "an empty collapse id is none")
+        #expect(RemotePush(device(topic: "com.example.app", type: .voip)) == nil, "a VoIP push needs the .voip topic")
+        #expect(RemotePush(device(topic: "com.example app")) == nil, "a malformed topic")
+        #expect(RemotePush(device(topic: "com.example.app", collapse: String(repeating: "x", count: 65))) == nil, "a collapse id over 64 bytes")
+        #expect(RemotePush(device(topic: "com.example.app", collapse: String(repeating: "x", count: 64))) != nil, "64 bytes is allowed")
+    }
+
     @Test func everyAPSKeyBecomesContent() throws {
         let payload = #"""
         {"aps":{"alert":{"title":"Game Request","subtitle":"Five Card Draw","body":"Bob wants to play poker","launch-image":"launch.png"},

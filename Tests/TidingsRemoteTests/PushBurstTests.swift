@@ -71,6 +71,26 @@ struct PushBurstTests {
         withExtendedLifetime(app) {}
     }
 
+    /// `maximumHandOff` bounds what one hand-off to the engine takes: a backlog of 7 with a
+    /// limit of 3 goes in hand-offs of at most 3, in order.
+    @Test @MainActor func aHandOffTakesAtMostTheConfiguredNumberOfPushes() async throws {
+        let h = try await RemoteHarness.start()
+        defer { Task { await h.stop() } }
+        _ = try await h.install()
+        let app = try await h.launchApp(notificationDelegate: RecordingNotificationDelegate(), appDelegate: nil)
+        let token = try await app.application.deviceTokenForRemoteNotifications()
+        await h.stopLink()
+        let ids = (1...7).map { String(format: "00000000-0000-4000-8000-%012d", 0xc000 + $0) }
+        for id in ids { #expect(try await h.push(token: token, body: #"{"aps":{"alert":"hi"}}"#, apnsID: id).status == 200) }
+        let inbox = CountingInbox(InMemoryRemoteInbox())
+        try await h.startLink(inbox: inbox, maximumHandOff: 3)
+        #expect(await eventually { inbox.counts.processedPushes == ids.count })
+        #expect(h.system.presenter.presentedIdentifiers == ids)
+        #expect(inbox.counts.largestMark <= 3)
+        #expect(inbox.counts.marks >= 3)
+        withExtendedLifetime(app) {}
+    }
+
     /// The engine queues every delivered-list write of a hand-off before the first is durable
     /// (one group commit, not one commit awaited per push), shows none before its write is
     /// durable, then shows them in order.
@@ -104,7 +124,7 @@ struct PushBurstTests {
 
 /// An inbox that counts what the gateway link asks of it.
 final class CountingInbox: RemoteInboxStore {
-    struct Counts { var receives = 0, receivedPushes = 0, unprocessedReads = 0, marks = 0, processedPushes = 0 }
+    struct Counts { var receives = 0, receivedPushes = 0, unprocessedReads = 0, marks = 0, processedPushes = 0, largestMark = 0 }
     private let base: any RemoteInboxStore
     private let state = Mutex(Counts())
     init(_ base: any RemoteInboxStore) { self.base = base }
@@ -119,7 +139,7 @@ final class CountingInbox: RemoteInboxStore {
         return try await base.unprocessed()
     }
     func markProcessed(_ pushes: [RemotePush]) async throws {
-        state.withLock { $0.marks += 1; $0.processedPushes += pushes.count }
+        state.withLock { $0.marks += 1; $0.processedPushes += pushes.count; $0.largestMark = max($0.largestMark, pushes.count) }
         try await base.markProcessed(pushes)
     }
     func apnsID(bundle: String, identifier: String) async throws -> String? { try await base.apnsID(bundle: bundle, identifier: identifier) }
