@@ -99,6 +99,23 @@ struct DeviceProtocolTests {
         }
         #expect(decoded == [.ack(sequence: 1), .push(Self.push)])
     }
+    /// The gateway writes push frames from its stored values (`appendPushFrame`): the same
+    /// bytes as the typed message's frame, with and without a collapse id.
+    @Test func aPushFrameFromStoredValuesIsTheTypedMessagesFrame() throws {
+        for collapse in [nil, "chat \"1\""] as [String?] {
+            var push = Self.push
+            push.collapseID = collapse
+            var typed: [UInt8] = [9]
+            DeviceMessage.push(push).appendFrame(to: &typed)
+            var stored: [UInt8] = [9]
+            DeviceMessage.appendPushFrame(sequence: push.sequence, apnsID: push.apnsID, token: push.token, topic: push.topic,
+                                          pushType: push.pushType.rawValue, priority: push.priority.rawValue, collapseID: push.collapseID,
+                                          expiresAt: push.expiresAt, acceptedAt: push.acceptedAt, payload: push.payload, to: &stored)
+            #expect(stored == typed)
+            #expect(try DeviceMessage(decoding: stored.dropFirst(5)) == .push(push))
+        }
+    }
+
     /// A push whose payload is `bytes`, through the fast encoder and decoder: the same push
     /// as through the reference ones.
     func roundTrip(payload bytes: [UInt8]) throws -> (fast: DeviceMessage, reference: DeviceMessage) {
