@@ -9,6 +9,7 @@ import NIOSSL
 import ServiceLifecycle
 import Synchronization
 import TidingsCore
+import TidingsPostgres
 import TidingsSQLite
 import TidingsStorage
 
@@ -65,6 +66,7 @@ public final class Gateway: Service, Sendable {
         let store: any GatewayStore
         switch configuration.storage {
         case .sqlite: store = try SQLiteGatewayStore(path: configuration.databasePath)
+        case .postgres(let url): store = try PostgresGatewayStore(url: url)
         case .custom(let custom): store = custom
         }
         let threads = configuration.eventLoopThreads > 0 ? configuration.eventLoopThreads : System.coreCount

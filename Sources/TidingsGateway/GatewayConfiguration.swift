@@ -32,6 +32,9 @@ public struct GatewayConfiguration: Sendable {
     public enum Storage: Sendable {
         /// `gateway.sqlite` in the data directory.
         case sqlite
+        /// A PostgreSQL database (`postgres://user:password@host:port/database`) that several
+        /// gateway nodes can share (`TidingsPostgres`, docs/scaling.md).
+        case postgres(url: String)
         /// Another store, e.g. `InMemoryGatewayStore` in tests.
         case custom(any GatewayStore)
     }
