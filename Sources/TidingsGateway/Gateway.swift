@@ -150,6 +150,19 @@ public final class Gateway: Service, Sendable {
                 do { _ = try core.maintain() } catch { core.logger.error("maintenance failed", metadata: ["error": "\(error)"]) }
             }
         }
+        // Several nodes: wake-ups from the others, and lease renewal.
+        let leases = core.hub.leases
+        let hub = core.hub
+        leases?.coordination.startListening(wake: { hub.wake($0) }, reconnected: { hub.wakeAll() })
+        let renewal = leases.map { leases in
+            group.next().scheduleRepeatedTask(initialDelay: configuration.leaseRenewInterval, delay: configuration.leaseRenewInterval) { _ in
+                threadPool.submit { _ in leases.renew() }
+            }
+        }
+        defer {
+            renewal?.cancel()
+            leases?.coordination.stopListening()
+        }
         do {
             try await start()
         } catch {

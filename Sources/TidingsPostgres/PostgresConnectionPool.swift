@@ -134,6 +134,14 @@ final class PostgresConnectionPool: Sendable {
         return connection
     }
 
+    /// A new connection that is not the pool's (the caller closes it).
+    func connectOutside() throws -> PostgresConnection {
+        let id = state.withLock { s in s.nextID += 1; return s.nextID }
+        let connection = try PostgresConnection.connect(on: group.next(), configuration: configuration, id: id, logger: logger).wait()
+        opened.add(1, ordering: .relaxed)
+        return connection
+    }
+
     private func give(_ connection: PostgresConnection) {
         let keep = state.withLock { s in
             guard !s.closed, !connection.isClosed else { return false }

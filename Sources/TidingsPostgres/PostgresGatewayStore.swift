@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Logging
 import NIOCore
 import NIOPosix
@@ -26,6 +27,8 @@ public final class PostgresGatewayStore: GatewayStore {
     let pool: PostgresConnectionPool
     let logger: Logger
     public let url: PostgresStoreURL
+    /// This store's gateway node: its leases and its wake-up channel (`gw_wake_<node>`).
+    public let nodeID: String = UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
     /// Pushes per partition of the push log (fixed when the schema is created; a database
     /// keeps its own).
     public let partitionSize: Int64
@@ -75,7 +78,21 @@ public final class PostgresGatewayStore: GatewayStore {
         try self.init(url: url, maximumConnections: maximumConnections, partitionSize: partitionSize)
     }
 
-    deinit { pool.close() }
+    deinit {
+        wakeListener.withLock { $0 }?.stop()
+        pool.close()
+    }
+
+    /// A connection outside the pool (the LISTEN connection).
+    func connectDirectly() throws -> PostgresConnection { try pool.connectOutside() }
+
+    /// `body` on a pool connection of its own (the maintenance lock's session).
+    func runOnOwnConnection<T>(_ body: (PostgresConnection) throws -> T) throws(GatewayStoreError) -> T { try run(body) }
+
+    /// The LISTEN connection, while listening.
+    let wakeListener = Mutex<WakeListener?>(nil)
+    /// How long the LISTEN connection waits before connecting again after it dropped.
+    public var listenRetryDelay: DispatchTimeInterval { .milliseconds(200) }
 
     /// Connections opened so far (a PostgreSQL restart shows as new ones).
     public var connectionsOpened: Int { pool.opened.load(ordering: .relaxed) }
@@ -107,12 +124,12 @@ public final class PostgresGatewayStore: GatewayStore {
         }
     }
 
-    private func run<T>(_ body: (PostgresConnection) throws -> T) throws(GatewayStoreError) -> T {
+    func run<T>(_ body: (PostgresConnection) throws -> T) throws(GatewayStoreError) -> T {
         try Self.run(pool, body)
     }
 
     /// One statement (in its own transaction), all rows collected.
-    private func query(_ query: PostgresQuery) throws(GatewayStoreError) -> PostgresQueryResult {
+    func execute(_ query: PostgresQuery) throws(GatewayStoreError) -> PostgresQueryResult {
         let logger = self.logger
         return try run { c in try c.query(query, logger: logger).wait() }
     }
@@ -163,9 +180,12 @@ public final class PostgresGatewayStore: GatewayStore {
             CREATE INDEX gw_pushes_open ON gw_pushes (device_id, seq) WHERE delivered_at IS NULL AND discarded_at IS NULL;
             -- status from any node, and delivery events.
             CREATE INDEX gw_pushes_apns_id ON gw_pushes (apns_id);
+            -- Which gateway node holds each connected device (docs/scaling.md): the node a commit wakes.
+            CREATE TABLE gw_leases (device_id text PRIMARY KEY, node text NOT NULL, expires_at bigint NOT NULL);
             CREATE FUNCTION gw_commit(apns_ids text[], tokens text[], devices text[], bundles text[], topics text[],
                                       push_types text[], priorities bigint[], collapse_ids text[], has_collapse boolean[],
-                                      expires bigint[], payloads bytea[], accepted bigint[], stored bigint, acks bigint[])
+                                      expires bigint[], payloads bytea[], accepted bigint[], stored bigint, acks bigint[],
+                                      from_node text)
                 RETURNS bigint LANGUAGE plpgsql AS $f$
             DECLARE
                 n bigint := coalesce(cardinality(apns_ids), 0);
@@ -194,6 +214,11 @@ public final class PostgresGatewayStore: GatewayStore {
                         FROM unnest(apns_ids, tokens, devices, bundles, topics, push_types, priorities, collapse_ids,
                                     has_collapse, expires, payloads, accepted)
                              WITH ORDINALITY AS u(a, t, d, b, tp, pt, pr, c, hc, e, pl, ac, i);
+                    -- Wakes the other nodes that hold a device of the batch (sent at the commit;
+                    -- the committing node wakes its own devices itself).
+                    PERFORM pg_notify('gw_wake_' || l.node, l.device_id)
+                    FROM (SELECT DISTINCT x AS device_id FROM unnest(devices) AS x) d JOIN gw_leases l ON l.device_id = d.device_id
+                    WHERE l.node <> from_node;
                 END IF;
                 IF coalesce(cardinality(acks), 0) > 0 THEN
                     UPDATE gw_pushes SET delivered_at = stored WHERE seq = ANY(acks) AND delivered_at IS NULL;
@@ -239,7 +264,7 @@ public final class PostgresGatewayStore: GatewayStore {
     // MARK: Registry
 
     public func addKey(_ key: ProviderKeyRecord) throws(GatewayStoreError) {
-        let result = try query("""
+        let result = try execute("""
             INSERT INTO gw_keys VALUES (\(key.keyID), \(key.teamID), \(ByteBuffer(bytes: key.publicKey)), \(key.environment?.rawValue), \(key.createdAt))
             ON CONFLICT (key_id) DO NOTHING
             """)
@@ -255,11 +280,11 @@ public final class PostgresGatewayStore: GatewayStore {
     }
 
     public func key(id: String) throws(GatewayStoreError) -> ProviderKeyRecord? {
-        try decode(query("SELECT \(unescaped: Self.keyColumns) FROM gw_keys WHERE key_id = \(id)"), Self.keyRecord).first
+        try decode(execute("SELECT \(unescaped: Self.keyColumns) FROM gw_keys WHERE key_id = \(id)"), Self.keyRecord).first
     }
 
     public func keys() throws(GatewayStoreError) -> [ProviderKeyRecord] {
-        try decode(query("SELECT \(unescaped: Self.keyColumns) FROM gw_keys ORDER BY key_id"), Self.keyRecord)
+        try decode(execute("SELECT \(unescaped: Self.keyColumns) FROM gw_keys ORDER BY key_id"), Self.keyRecord)
     }
 
     private func decode<T>(_ result: PostgresQueryResult, _ row: (PostgresRow) throws -> T) throws(GatewayStoreError) -> [T] {
@@ -275,7 +300,7 @@ public final class PostgresGatewayStore: GatewayStore {
 
     public func registerApp(_ app: GatewayAppRecord) throws(GatewayStoreError) {
         // Another team's bundle ID: the update's condition fails, no row changes.
-        let result = try query("""
+        let result = try execute("""
             INSERT INTO gw_apps VALUES (\(app.bundleID), \(app.teamID), \(app.storagePolicy.rawValue), \(app.createdAt))
             ON CONFLICT (bundle_id) DO UPDATE SET storage_policy = excluded.storage_policy WHERE gw_apps.team_id = excluded.team_id
             """)
@@ -283,24 +308,24 @@ public final class PostgresGatewayStore: GatewayStore {
     }
 
     public func app(bundleID: String) throws(GatewayStoreError) -> GatewayAppRecord? {
-        try decode(query("SELECT \(unescaped: Self.appColumns) FROM gw_apps WHERE bundle_id = \(bundleID)"), Self.appRecord).first
+        try decode(execute("SELECT \(unescaped: Self.appColumns) FROM gw_apps WHERE bundle_id = \(bundleID)"), Self.appRecord).first
     }
 
     public func apps() throws(GatewayStoreError) -> [GatewayAppRecord] {
-        try decode(query("SELECT \(unescaped: Self.appColumns) FROM gw_apps ORDER BY bundle_id"), Self.appRecord)
+        try decode(execute("SELECT \(unescaped: Self.appColumns) FROM gw_apps ORDER BY bundle_id"), Self.appRecord)
     }
 
     // MARK: Devices
 
     public func registerDevice(_ device: GatewayDeviceRecord) throws(GatewayStoreError) {
-        _ = try query("""
+        _ = try execute("""
             INSERT INTO gw_devices VALUES (\(device.deviceID), \(ByteBuffer(bytes: device.publicKey)), \(device.createdAt))
             ON CONFLICT (device_id) DO NOTHING
             """)
     }
 
     public func device(id: String) throws(GatewayStoreError) -> GatewayDeviceRecord? {
-        try decode(query("SELECT public_key, created_at FROM gw_devices WHERE device_id = \(id)")) { row in
+        try decode(execute("SELECT public_key, created_at FROM gw_devices WHERE device_id = \(id)")) { row in
             let (key, created) = try row.decode((ByteBuffer, Int64).self)
             return GatewayDeviceRecord(deviceID: id, publicKey: Data(key.readableBytesView), createdAt: created)
         }.first
@@ -315,7 +340,7 @@ public final class PostgresGatewayStore: GatewayStore {
     }
 
     public func addToken(_ token: DeviceTokenRecord) throws(GatewayStoreError) {
-        let result = try query("""
+        let result = try execute("""
             INSERT INTO gw_tokens VALUES (\(token.token), \(token.deviceID), \(token.bundleID), \(token.environment.rawValue),
                                           \(token.createdAt), \(token.unregisteredAt))
             ON CONFLICT (token) DO NOTHING
@@ -324,18 +349,18 @@ public final class PostgresGatewayStore: GatewayStore {
     }
 
     public func token(_ token: String) throws(GatewayStoreError) -> DeviceTokenRecord? {
-        try decode(query("SELECT \(unescaped: Self.tokenColumns) FROM gw_tokens WHERE token = \(token)"), Self.tokenRecord).first
+        try decode(execute("SELECT \(unescaped: Self.tokenColumns) FROM gw_tokens WHERE token = \(token)"), Self.tokenRecord).first
     }
 
     public func activeToken(deviceID: String, bundleID: String, environment: APNsEnvironment) throws(GatewayStoreError) -> DeviceTokenRecord? {
-        try decode(query("""
+        try decode(execute("""
             SELECT \(unescaped: Self.tokenColumns) FROM gw_tokens
             WHERE device_id = \(deviceID) AND bundle_id = \(bundleID) AND environment = \(environment.rawValue) AND unregistered_at IS NULL
             """), Self.tokenRecord).first
     }
 
     public func tokenCount(deviceID: String) throws(GatewayStoreError) -> Int {
-        let counts = try decode(query("SELECT count(*) FROM gw_tokens WHERE device_id = \(deviceID)")) { try $0.decode(Int64.self) }
+        let counts = try decode(execute("SELECT count(*) FROM gw_tokens WHERE device_id = \(deviceID)")) { try $0.decode(Int64.self) }
         return Int(counts.first ?? 0)
     }
 
@@ -382,13 +407,13 @@ public final class PostgresGatewayStore: GatewayStore {
         }
         let statement: PostgresQuery = """
             SELECT gw_commit(\(apnsIDs), \(tokens), \(devices), \(bundles), \(topics), \(pushTypes), \(priorities),
-                             \(collapseIDs), \(hasCollapse), \(expires), \(payloads), \(accepted), \(at), \(acknowledged))
+                             \(collapseIDs), \(hasCollapse), \(expires), \(payloads), \(accepted), \(at), \(acknowledged), \(nodeID))
             """
         var attempt = 0
         while true {
             attempt += 1
             do {
-                let first = try decode(query(statement)) { try $0.decode(Int64.self) }.first ?? 0
+                let first = try decode(execute(statement)) { try $0.decode(Int64.self) }.first ?? 0
                 return pushes.enumerated().map { i, p in StoredPush(sequence: first + Int64(i), push: p, storedAt: at) }
             } catch {
                 // A deadlock with a concurrent discard (PostgreSQL aborted this side): once more.
@@ -402,7 +427,7 @@ public final class PostgresGatewayStore: GatewayStore {
         // parts see one snapshot, so they are kept disjoint). Each open push is ranked newest
         // first within its token (`apns`, and apps not registered) or its token and collapse id
         // (`all`); all but rank 1 go. `all` pushes without a collapse id always stay.
-        let result = try query("""
+        let result = try execute("""
             WITH expired AS (
                 UPDATE gw_pushes SET discarded_at = \(now), discard_reason = 'expired'
                 WHERE device_id = \(deviceID) AND delivered_at IS NULL AND discarded_at IS NULL AND expires_at <= \(now)
@@ -431,7 +456,7 @@ public final class PostgresGatewayStore: GatewayStore {
 
     public func pendingPushes(deviceID: String, after: Int64, limit: Int) throws(GatewayStoreError) -> [StoredPush] {
         guard limit > 0 else { return [] }
-        let result = try query("""
+        let result = try execute("""
             SELECT \(unescaped: Self.pageColumns) FROM gw_pushes
             WHERE device_id = \(deviceID) AND seq > \(after) AND delivered_at IS NULL AND discarded_at IS NULL
             ORDER BY seq LIMIT \(Int64(limit))
@@ -449,7 +474,7 @@ public final class PostgresGatewayStore: GatewayStore {
     }
 
     public func status(apnsID: String) throws(GatewayStoreError) -> [PushStatus] {
-        let result = try query("""
+        let result = try execute("""
             SELECT seq, apns_id, bundle_id, topic, push_type, token, accepted_at, stored_at, expires_at,
                    delivered_at, presented_at, answered_at, discarded_at, discard_reason
             FROM gw_pushes WHERE apns_id = \(apnsID) ORDER BY seq
@@ -485,7 +510,7 @@ public final class PostgresGatewayStore: GatewayStore {
 
     public func recordEvent(_ event: DeliveryEvent, apnsID: String, deviceID: String, at: EpochMilliseconds) throws(GatewayStoreError) -> Bool {
         guard let column = Self.eventColumn(event) else { return false }
-        return try query(Self.recordQuery(column, apnsID: apnsID, deviceID: deviceID, at: at)).metadata.rows ?? 0 > 0
+        return try execute(Self.recordQuery(column, apnsID: apnsID, deviceID: deviceID, at: at)).metadata.rows ?? 0 > 0
     }
 
     /// Every event in one transaction.
@@ -502,7 +527,7 @@ public final class PostgresGatewayStore: GatewayStore {
 
     public func expirePushes(now: EpochMilliseconds, limit: Int) throws(GatewayStoreError) -> Int {
         guard limit > 0 else { return 0 }
-        let result = try query("""
+        let result = try execute("""
             UPDATE gw_pushes SET discarded_at = \(now), discard_reason = 'expired'
             WHERE seq IN (SELECT seq FROM gw_pushes
                           WHERE delivered_at IS NULL AND discarded_at IS NULL AND expires_at <= \(now) ORDER BY seq LIMIT \(Int64(limit)))
@@ -559,7 +584,7 @@ public final class PostgresGatewayStore: GatewayStore {
         guard limit > 0 else { return dropped }
         // Then rows, oldest first, up to `limit`: the walk stops at the first push accepted
         // since the cutoff (a push finished before it was accepted before it).
-        let result = try query("""
+        let result = try execute("""
             DELETE FROM gw_pushes WHERE seq IN (
                 SELECT seq FROM gw_pushes
                 WHERE seq < coalesce((SELECT seq FROM gw_pushes WHERE accepted_at >= \(cutoff) ORDER BY seq LIMIT 1), 9223372036854775807)

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import Testing
 import TidingsCore
@@ -73,5 +74,118 @@ struct PostgresGatewayTests {
         #expect(try await h.gateway.status(apnsID: try #require(sent["a1"])).first?.discardReason == .coalesced)
         await device.close()
         await h.stop()
+    }
+}
+
+/// Two gateway processes on one PostgreSQL database: this test's gateway (node B, in process)
+/// and a `tidings gateway --database …` child process (node A).
+@Suite("Gateway nodes sharing PostgreSQL", .serialized)
+struct GatewayNodesTests {
+    final class ChildNode: Sendable {
+        let child: ChildProcess
+        let providerPort: Int
+        let devicePort: Int
+        let certificatePath: String
+
+        init(databaseURL: String) async throws {
+            let dir = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-node-\(UUID().uuidString.prefix(8))")
+            try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+            child = try ChildProcess(BuiltProducts.tidings, ["gateway", "--data-dir", dir.path, "--listen", "127.0.0.1:0",
+                                                             "--device-listen", "127.0.0.1:0", "--admin-listen", "off",
+                                                             "--database", databaseURL, "--log-level", "error", "--threads", "1"],
+                                     directory: dir, name: "node-a")
+            guard await child.waitForOutput("self-signed certificate: "),
+                  let provider = child.port(after: "provider API on "), let device = child.port(after: "device channel on "),
+                  let certificate = child.value(after: "self-signed certificate: ") else {
+                child.stop()
+                throw APNsClientError("node A did not start: \(child.output)")
+            }
+            providerPort = provider
+            devicePort = device
+            certificatePath = certificate
+        }
+    }
+
+    /// A push accepted by one node reaches a device connected to the other, in both
+    /// directions, in order, and its acknowledgement is recorded in the shared log.
+    @Test func aPushAcceptedByOneNodeReachesADeviceOnTheOther() async throws {
+        guard let cluster = try PostgresCluster.shared() else { return }
+        let url = try cluster.createDatabase(prefix: "nodes")
+        let nodeB = try await GatewayHarness.start(store: .postgres(url: url))
+        let nodeA = try await ChildNode(databaseURL: url)
+        defer { nodeA.child.stop() }
+
+        // A device on node A; pushes through node B.
+        let onA = try await DeviceConnection.connect(DeviceClientConfiguration(
+            host: "127.0.0.1", port: nodeA.devicePort, deviceKey: .init(), trustRootPaths: [nodeA.certificatePath]))
+        let tokenOnA = try await onA.requestToken(topic: GatewayHarness.bundleID, environment: .development)
+        let collectorA = await PushCollector.start(onA)
+        let viaB = try await nodeB.connect()
+        let auth = try nodeB.bearer()
+        var sentViaB: [String] = []
+        for i in 0..<5 {
+            let r = try await viaB.send(nodeB.request(token: tokenOnA.hex, authorization: auth, body: #"{"aps":{"alert":"b\#(i)"}}"#))
+            #expect(r.status == 200)
+            sentViaB.append(try #require(r.apnsID))
+        }
+        #expect(await collectorA.wait(for: 5).map(\.apnsID) == sentViaB)
+
+        // A device on node B; pushes through node A.
+        let onB = try await nodeB.device()
+        let tokenOnB = try await onB.requestToken(topic: GatewayHarness.bundleID, environment: .development)
+        let collectorB = await PushCollector.start(onB)
+        var configuration = APNsClientConfiguration(host: "127.0.0.1", port: nodeA.providerPort, useTLS: true,
+                                                    trustRootPaths: [nodeA.certificatePath])
+        configuration.authority = "127.0.0.1"
+        let viaA = try await APNsConnection.connect(configuration)
+        var sentViaA: [String] = []
+        for i in 0..<5 {
+            let r = try await viaA.send(nodeB.request(token: tokenOnB.hex, authorization: auth, body: #"{"aps":{"alert":"a\#(i)"}}"#))
+            #expect(r.status == 200)
+            sentViaA.append(try #require(r.apnsID))
+        }
+        #expect(await collectorB.wait(for: 5).map(\.apnsID) == sentViaA)
+
+        // The acknowledgement made on node A is in the log node B reads.
+        var delivered = false
+        for _ in 0..<200 where !delivered {
+            delivered = try await nodeB.gateway.status(apnsID: sentViaB[4]).first?.deliveredAt != nil
+            if !delivered { try await Task.sleep(for: .milliseconds(10)) }
+        }
+        #expect(delivered)
+        await viaA.close()
+        await viaB.close()
+        await onA.close()
+        await onB.close()
+        await nodeB.stop()
+    }
+
+    /// A device that moves to another node (reconnects there) takes its lease; the node it
+    /// left, at its next renewal, disconnects its stale connection, and pushes from either
+    /// node reach the device where it is now.
+    @Test func aDeviceThatMovesTakesItsLeaseAndTheOldNodeLetsGo() async throws {
+        guard let cluster = try PostgresCluster.shared() else { return }
+        let url = try cluster.createDatabase(prefix: "lease")
+        let fast: (inout GatewayConfiguration) -> Void = { $0.leaseRenewInterval = .milliseconds(50) }
+        let nodeA = try await GatewayHarness.start(store: .postgres(url: url), configure: fast)
+        let nodeB = try await GatewayHarness.start(store: .postgres(url: url), directory: nil, teamKey: nodeA.teamKey, registerKey: false,
+                                                   configure: fast)
+        let key = P256.Signing.PrivateKey()
+        let first = try await nodeA.device(key: key)
+        let token = try await first.requestToken(topic: GatewayHarness.bundleID, environment: .development)
+        let stale = await PushCollector.start(first)
+        let second = try await nodeB.device(key: key)
+        let collector = await PushCollector.start(second)
+        // Node A lets go of the device: its connection ends.
+        _ = await stale.wait(for: 1_000, timeout: .seconds(10))
+        #expect(await stale.finished)
+        let c = try await nodeA.connect()
+        let r = try await c.send(nodeA.request(token: token.hex, authorization: try nodeA.bearer()))
+        #expect(r.status == 200)
+        #expect(await collector.wait(for: 1).map(\.apnsID) == [r.apnsID])
+        await c.close()
+        await second.close()
+        await nodeA.stop()
+        await nodeB.stop()
     }
 }
