@@ -153,7 +153,9 @@ public final class Gateway: Service, Sendable {
         // Several nodes: wake-ups from the others, and lease renewal.
         let leases = core.hub.leases
         let hub = core.hub
-        leases?.coordination.startListening(wake: { hub.wake($0) }, reconnected: { hub.wakeAll() })
+        let directory = core.directory
+        leases?.coordination.startListening(wake: { hub.wake($0) }, registryChanged: { directory.forget($0) },
+                                            reconnected: { directory.forgetAll(); hub.wakeAll() })
         let renewal = leases.map { leases in
             group.next().scheduleRepeatedTask(initialDelay: configuration.leaseRenewInterval, delay: configuration.leaseRenewInterval) { _ in
                 threadPool.submit { _ in leases.renew() }

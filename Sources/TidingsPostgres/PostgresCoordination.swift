@@ -43,8 +43,9 @@ extension PostgresGatewayStore: GatewayCoordination {
         try execute("DELETE FROM gw_leases WHERE expires_at < \(now)").metadata.rows ?? 0
     }
 
-    public func startListening(wake: @escaping @Sendable ([String]) -> Void, reconnected: @escaping @Sendable () -> Void) {
-        let listener = WakeListener(store: self, wake: wake, reconnected: reconnected)
+    public func startListening(wake: @escaping @Sendable ([String]) -> Void, registryChanged: @escaping @Sendable (GatewayRegistryChange) -> Void,
+                               reconnected: @escaping @Sendable () -> Void) {
+        let listener = WakeListener(store: self, wake: wake, registryChanged: registryChanged, reconnected: reconnected)
         let old = wakeListener.withLock { l in defer { l = listener }; return l }
         old?.stop()
         listener.start()
@@ -72,6 +73,7 @@ extension PostgresGatewayStore: GatewayCoordination {
 final class WakeListener: Sendable {
     private let store: PostgresGatewayStore
     private let wake: @Sendable ([String]) -> Void
+    private let registryChanged: @Sendable (GatewayRegistryChange) -> Void
     private let reconnected: @Sendable () -> Void
     private struct State {
         var stopped = false
@@ -80,9 +82,11 @@ final class WakeListener: Sendable {
     private let state = Mutex(State())
     private let stoppedSignal = DispatchSemaphore(value: 0)
 
-    init(store: PostgresGatewayStore, wake: @escaping @Sendable ([String]) -> Void, reconnected: @escaping @Sendable () -> Void) {
+    init(store: PostgresGatewayStore, wake: @escaping @Sendable ([String]) -> Void,
+         registryChanged: @escaping @Sendable (GatewayRegistryChange) -> Void, reconnected: @escaping @Sendable () -> Void) {
         self.store = store
         self.wake = wake
+        self.registryChanged = registryChanged
         self.reconnected = reconnected
     }
 
@@ -122,7 +126,12 @@ final class WakeListener: Sendable {
                 connection.addListener(channel: "gw_wake_\(store.nodeID)") { _, notification in
                     wake([notification.payload])
                 }
+                let registryChanged = self.registryChanged
+                connection.addListener(channel: PostgresGatewayStore.registryChannel) { _, notification in
+                    if let change = GatewayRegistryChange(notification: notification.payload) { registryChanged(change) }
+                }
                 _ = try connection.query(PostgresQuery(unsafeSQL: "LISTEN gw_wake_\(store.nodeID)"), logger: store.logger).wait()
+                _ = try connection.query(PostgresQuery(unsafeSQL: "LISTEN \(PostgresGatewayStore.registryChannel)"), logger: store.logger).wait()
                 // Listening: whatever was committed while not listening is caught up from the log.
                 if !first { reconnected() }
                 first = false

@@ -37,6 +37,8 @@ public final class PostgresGatewayStore: GatewayStore {
     static let lockSpace: Int32 = 0x7469_6469
     static let migrationLock: Int32 = 1
     static let commitLock: Int32 = 2
+    /// The channel of registry changes (`GatewayRegistryChange`), for every node's caches.
+    static let registryChannel = "gw_registry"
 
     /// The number of pushes per partition of a new database's push log.
     public static let defaultPartitionSize: Int64 = 1_000_000
@@ -265,10 +267,12 @@ public final class PostgresGatewayStore: GatewayStore {
 
     public func addKey(_ key: ProviderKeyRecord) throws(GatewayStoreError) {
         let result = try execute("""
-            INSERT INTO gw_keys VALUES (\(key.keyID), \(key.teamID), \(ByteBuffer(bytes: key.publicKey)), \(key.environment?.rawValue), \(key.createdAt))
-            ON CONFLICT (key_id) DO NOTHING
+            WITH added AS (
+                INSERT INTO gw_keys VALUES (\(key.keyID), \(key.teamID), \(ByteBuffer(bytes: key.publicKey)), \(key.environment?.rawValue), \(key.createdAt))
+                ON CONFLICT (key_id) DO NOTHING RETURNING key_id)
+            SELECT pg_notify(\(Self.registryChannel), 'key:' || key_id) FROM added
             """)
-        if result.metadata.rows == 0 { throw .duplicate("key \(key.keyID)") }
+        if result.rows.isEmpty { throw .duplicate("key \(key.keyID)") }
     }
 
     private static let keyColumns = "key_id, team_id, public_key, environment, created_at"
@@ -301,10 +305,13 @@ public final class PostgresGatewayStore: GatewayStore {
     public func registerApp(_ app: GatewayAppRecord) throws(GatewayStoreError) {
         // Another team's bundle ID: the update's condition fails, no row changes.
         let result = try execute("""
-            INSERT INTO gw_apps VALUES (\(app.bundleID), \(app.teamID), \(app.storagePolicy.rawValue), \(app.createdAt))
-            ON CONFLICT (bundle_id) DO UPDATE SET storage_policy = excluded.storage_policy WHERE gw_apps.team_id = excluded.team_id
+            WITH registered AS (
+                INSERT INTO gw_apps VALUES (\(app.bundleID), \(app.teamID), \(app.storagePolicy.rawValue), \(app.createdAt))
+                ON CONFLICT (bundle_id) DO UPDATE SET storage_policy = excluded.storage_policy WHERE gw_apps.team_id = excluded.team_id
+                RETURNING bundle_id)
+            SELECT pg_notify(\(Self.registryChannel), 'app:' || bundle_id) FROM registered
             """)
-        if result.metadata.rows == 0 { throw .duplicate("app \(app.bundleID)") }
+        if result.rows.isEmpty { throw .duplicate("app \(app.bundleID)") }
     }
 
     public func app(bundleID: String) throws(GatewayStoreError) -> GatewayAppRecord? {
@@ -341,11 +348,13 @@ public final class PostgresGatewayStore: GatewayStore {
 
     public func addToken(_ token: DeviceTokenRecord) throws(GatewayStoreError) {
         let result = try execute("""
-            INSERT INTO gw_tokens VALUES (\(token.token), \(token.deviceID), \(token.bundleID), \(token.environment.rawValue),
-                                          \(token.createdAt), \(token.unregisteredAt))
-            ON CONFLICT (token) DO NOTHING
+            WITH added AS (
+                INSERT INTO gw_tokens VALUES (\(token.token), \(token.deviceID), \(token.bundleID), \(token.environment.rawValue),
+                                              \(token.createdAt), \(token.unregisteredAt))
+                ON CONFLICT (token) DO NOTHING RETURNING token)
+            SELECT pg_notify(\(Self.registryChannel), 'token:' || token) FROM added
             """)
-        if result.metadata.rows == 0 { throw .duplicate("token") }
+        if result.rows.isEmpty { throw .duplicate("token") }
     }
 
     public func token(_ token: String) throws(GatewayStoreError) -> DeviceTokenRecord? {
@@ -373,6 +382,10 @@ public final class PostgresGatewayStore: GatewayStore {
                 RETURNING \(unescaped: Self.tokenColumns)
                 """, logger: logger).wait().rows.map(Self.tokenRecord)
             if !live.isEmpty {
+                // Every node drops the tokens from its cache (sent at the commit).
+                _ = try c.query("""
+                    SELECT pg_notify(\(Self.registryChannel), 'token:' || t) FROM unnest(\(live.map(\.token))) AS t
+                    """, logger: logger).wait()
                 _ = try c.query("""
                     UPDATE gw_pushes SET discarded_at = \(at), discard_reason = 'unregistered'
                     WHERE device_id = \(deviceID) AND token = ANY(\(live.map(\.token)))

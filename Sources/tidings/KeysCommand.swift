@@ -118,5 +118,5 @@ func gatewayDatabaseURL(_ option: String?) throws -> String? {
 /// directory's SQLite file.
 func gatewayRegistry(_ dataDirectory: String?) throws -> GatewayRegistry {
     if let url = try gatewayDatabaseURL(nil) { return GatewayRegistry(store: try PostgresGatewayStore(url: url, maximumConnections: 1)) }
-    return try gatewayRegistry(dataDirectory)
+    return try GatewayRegistry(dataDirectory: gatewayDataDirectory(dataDirectory))
 }

@@ -188,4 +188,30 @@ struct GatewayNodesTests {
         await nodeA.stop()
         await nodeB.stop()
     }
+
+    /// The registry is shared and every node's cache follows it: an app removed from a device
+    /// through node A makes node B, which had the token cached, answer `410 Unregistered`.
+    @Test func aTokenUnregisteredOnOneNodeIsRefusedOnTheOther() async throws {
+        guard let cluster = try PostgresCluster.shared() else { return }
+        let url = try cluster.createDatabase(prefix: "registry")
+        let nodeA = try await GatewayHarness.start(store: .postgres(url: url))
+        let nodeB = try await GatewayHarness.start(store: .postgres(url: url), teamKey: nodeA.teamKey, registerKey: false)
+        let device = try await nodeA.device()
+        let token = try await device.requestToken(topic: GatewayHarness.bundleID, environment: .development)
+        let viaB = try await nodeB.connect()
+        let auth = try nodeB.bearer()
+        #expect(try await viaB.send(nodeB.request(token: token.hex, authorization: auth)).status == 200, "node B caches the token")
+        try await device.removeApp(topic: GatewayHarness.bundleID)
+        var status = 0
+        for _ in 0..<300 {
+            status = try await viaB.send(nodeB.request(token: token.hex, authorization: auth)).status
+            if status == 410 { break }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(status == 410)
+        await viaB.close()
+        await device.close()
+        await nodeA.stop()
+        await nodeB.stop()
+    }
 }

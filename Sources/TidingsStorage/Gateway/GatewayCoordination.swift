@@ -14,10 +14,32 @@ public protocol GatewayCoordination: Sendable {
     /// Gives up this node's leases (the devices disconnected).
     func releaseLeases(deviceIDs: [String]) throws(GatewayStoreError)
     /// Calls `wake` with the devices another node committed pushes for while this node holds
-    /// their lease, and `reconnected` each time the wake-up channel was re-established (wake-ups
-    /// may have been lost meanwhile: catch up every device). Until `stopListening()`.
-    func startListening(wake: @escaping @Sendable ([String]) -> Void, reconnected: @escaping @Sendable () -> Void)
+    /// their lease, `registryChanged` when any node changed a key, an app or a token (drop it
+    /// from caches), and `reconnected` each time the channel was re-established (notifications
+    /// may have been lost meanwhile: catch up every device, drop every cached entry). Until
+    /// `stopListening()`.
+    func startListening(wake: @escaping @Sendable ([String]) -> Void, registryChanged: @escaping @Sendable (GatewayRegistryChange) -> Void,
+                        reconnected: @escaping @Sendable () -> Void)
     func stopListening()
     /// Runs `body` if no other node runs maintenance now (nil otherwise).
     func exclusively<T>(_ body: () throws -> T) throws(GatewayStoreError) -> T?
+}
+
+/// A registry entry some node changed (`GatewayCoordination.startListening`).
+public enum GatewayRegistryChange: Sendable, Hashable {
+    case key(String)
+    case app(String)
+    case token(String)
+
+    /// `kind:id`, as sent between nodes.
+    public init?(notification payload: String) {
+        guard let colon = payload.firstIndex(of: ":") else { return nil }
+        let id = String(payload[payload.index(after: colon)...])
+        switch payload[..<colon] {
+        case "key": self = .key(id)
+        case "app": self = .app(id)
+        case "token": self = .token(id)
+        default: return nil
+        }
+    }
 }
