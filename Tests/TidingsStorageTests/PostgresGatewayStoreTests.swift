@@ -120,6 +120,24 @@ struct PostgresGatewayStoreTests {
         #expect(next[0].sequence == 4)
     }
 
+    /// Maintenance runs on one node at a time: while one store holds the maintenance lock,
+    /// another's `exclusively` skips (nil); afterwards it runs.
+    @Test func maintenanceRunsOnOneNodeAtATime() throws {
+        guard let cluster = try PostgresCluster.shared() else { return }
+        let url = try cluster.createDatabase(prefix: "maintenance")
+        let a = try PostgresGatewayStore(url: url, maximumConnections: 2, partitionSize: 100)
+        let b = try PostgresGatewayStore(url: url, maximumConnections: 2, partitionSize: 100)
+        let inner: Int?? = try a.exclusively { try b.exclusively { 1 } }
+        #expect(inner == .some(nil), "b skipped while a held the lock")
+        #expect(try b.exclusively { 2 } == 2)
+        // Leases: b takes a's device; a's renewal reports it lost.
+        try a.takeLeases(deviceIDs: ["d1", "d2"], until: 1_000)
+        try b.takeLeases(deviceIDs: ["d2"], until: 1_000)
+        #expect(try a.renewLeases(deviceIDs: ["d1", "d2"], until: 2_000) == ["d2"])
+        try b.releaseLeases(deviceIDs: ["d2"])
+        #expect(try a.renewLeases(deviceIDs: ["d1", "d2"], until: 3_000).isEmpty, "a lease nobody holds is taken again")
+    }
+
     @Test func databaseURLs() throws {
         let url = try PostgresStoreURL.parse("postgres://gw:secret@db.example:6543/tidings?sslmode=require").get()
         #expect(url.host == "db.example")
