@@ -34,6 +34,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
     ],
     targets: [
         // Vocabulary with no I/O: APNs wire values, the notification value model, IPC messages.
@@ -79,6 +80,19 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The gateway store in PostgreSQL: several gateway nodes on one database (docs/scaling.md).
+        .target(
+            name: "TidingsPostgres",
+            dependencies: [
+                "TidingsCore", "TidingsStorage",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // The device's notification system: scheduler, delivery pipeline, authorization, attachments.
         .target(
             name: "TidingsEngine",
@@ -107,7 +121,7 @@ let package = Package(
         .target(
             name: "TidingsGateway",
             dependencies: [
-                "TidingsCore", "TidingsStorage", "TidingsSQLite",
+                "TidingsCore", "TidingsStorage", "TidingsSQLite", "TidingsPostgres",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -158,7 +172,7 @@ let package = Package(
         .executableTarget(
             name: "tidings",
             dependencies: [
-                "TidingsCore", "TidingsEngine", "TidingsDaemon", "TidingsGateway", "TidingsSQLite", "TidingsIPC",
+                "TidingsCore", "TidingsEngine", "TidingsDaemon", "TidingsGateway", "TidingsSQLite", "TidingsIPC", "TidingsPostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -281,7 +295,7 @@ let package = Package(
         ),
         .testTarget(
             name: "TidingsStorageTests",
-            dependencies: ["TidingsStorage", "TidingsSQLite", "TidingsTesting",
+            dependencies: ["TidingsStorage", "TidingsSQLite", "TidingsTesting", "TidingsPostgres", "TidingsTestSupport",
                            .product(name: "GRDB", package: "GRDB.swift")],
             swiftSettings: swiftSettings
         ),

@@ -28,6 +28,8 @@ struct DeviceDeliveryStateMachine: Sendable {
         var after: Int64
         var limit: Int
         var prepare: Bool
+        /// A catch-up read of a live connection (several nodes: `woken()`), not a backlog page.
+        var catchUp: Bool = false
     }
 
     /// What to do after an event: send these pushes (in this order), then read this page.
@@ -53,6 +55,10 @@ struct DeviceDeliveryStateMachine: Sendable {
     /// The highest sequence sent on this connection (or read from the store).
     private(set) var highestSent: Int64 = 0
     private(set) var inFlight: Set<Int64> = []
+    /// Several nodes: a catch-up read runs, and a wake-up came while it ran or while the
+    /// backlog was read (one more read follows).
+    private var catchingUp = false
+    private var wokenMeanwhile = false
 
     init(pageSize: Int = 1_000, pagesInFlight: Int = 2) {
         self.pageSize = max(1, pageSize)
@@ -102,11 +108,16 @@ struct DeviceDeliveryStateMachine: Sendable {
                 highestSent = p.sequence
             }
             phase = .live
+            if wokenMeanwhile {
+                wokenMeanwhile = false
+                catchingUp = true
+                actions.read = PageRequest(after: highestSent, limit: pageSize, prepare: false, catchUp: true)
+            }
         } else {
             phase = .backlog(reading: false, held: [])
         }
         for p in actions.send { inFlight.insert(p.sequence) }
-        actions.read = nextPage()
+        if actions.read == nil { actions.read = nextPage() }
         return actions
     }
 
@@ -128,6 +139,45 @@ struct DeviceDeliveryStateMachine: Sendable {
     /// The connection ended.
     mutating func closed() {
         phase = .closed
+    }
+
+    /// Several gateway nodes (docs/scaling.md): pushes committed on any node reach this
+    /// connection by a read of the store after the highest sequence sent, instead of from the
+    /// commit (a node's own commits and another node's arrive in no fixed order, and sequences
+    /// are committed in order, so a read after `highestSent` misses none). Live and no read
+    /// running: that read. Otherwise it is remembered: the running read, or the end of the
+    /// backlog, is followed by one more.
+    mutating func woken() -> PageRequest? {
+        switch phase {
+        case .live where !catchingUp:
+            catchingUp = true
+            return PageRequest(after: highestSent, limit: pageSize, prepare: false, catchUp: true)
+        case .closed:
+            return nil
+        default:
+            wokenMeanwhile = true
+            return nil
+        }
+    }
+
+    /// A catch-up read returned: send what is above `highestSent`; read again if the page was
+    /// full or a wake-up came meanwhile.
+    mutating func caughtUp(_ page: [StoredPush]) -> Actions {
+        guard case .live = phase else { return Actions() }
+        catchingUp = false
+        var actions = Actions(send: committed(page))
+        if page.count >= pageSize || wokenMeanwhile {
+            wokenMeanwhile = false
+            catchingUp = true
+            actions.read = PageRequest(after: highestSent, limit: pageSize, prepare: false, catchUp: true)
+        }
+        return actions
+    }
+
+    /// A catch-up read failed (the store is down): the connection stays; the next wake-up
+    /// (or the wake of every device when the node's wake-up channel comes back) reads again.
+    mutating func catchUpFailed() {
+        catchingUp = false
     }
 
     /// The next page, if the backlog is not exhausted, no read runs and there is room.

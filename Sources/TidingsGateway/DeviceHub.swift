@@ -8,8 +8,13 @@ import TidingsStorage
 final class DeviceHub: Sendable {
     private let sessions = Mutex<[String: DeviceSession]>([:])
     private let metrics: GatewayMetrics
+    /// Several gateway nodes: this node's device leases (nil: one node).
+    let leases: NodeLeases?
 
-    init(metrics: GatewayMetrics) { self.metrics = metrics }
+    init(metrics: GatewayMetrics, leases: NodeLeases? = nil) {
+        self.metrics = metrics
+        self.leases = leases
+    }
 
     /// Attaches a session, returning the one it replaces (the same device connected again).
     func attach(_ session: DeviceSession) -> DeviceSession? {
@@ -18,15 +23,29 @@ final class DeviceHub: Sendable {
             return (old, s.count)
         }
         metrics.connectedDevices.record(count)
+        leases?.attached(session)
         return old
     }
 
     func detach(_ session: DeviceSession) {
-        let count = sessions.withLock { s in
-            if s[session.deviceID] === session { s[session.deviceID] = nil }
-            return s.count
+        let (count, gone) = sessions.withLock { s in
+            let gone = s[session.deviceID] === session
+            if gone { s[session.deviceID] = nil }
+            return (s.count, gone)
         }
         metrics.connectedDevices.record(count)
+        if gone { leases?.detached(session) }
+    }
+
+    /// Several nodes: the sessions of these devices read what was committed for them.
+    func wake(_ deviceIDs: some Sequence<String>) {
+        let targets = sessions.withLock { s in deviceIDs.compactMap { s[$0] } }
+        for session in targets { session.wake() }
+    }
+
+    /// Several nodes: every session reads what was committed for it (wake-ups may have been lost).
+    func wakeAll() {
+        for session in all { session.wake() }
     }
 
     func session(deviceID: String) -> DeviceSession? { sessions.withLock { $0[deviceID] } }
@@ -87,6 +106,13 @@ final class DeviceSession: Sendable {
         return accepted
     }
 
+    /// Several nodes: reads what was committed for the device after what this connection sent.
+    func wake() {
+        channel.eventLoop.execute { [self] in
+            if let request = state.value.woken() { read(request) }
+        }
+    }
+
     /// On the event loop: the connection ended (a page read still running is ignored).
     func closed() { state.value.closed() }
 
@@ -102,11 +128,15 @@ final class DeviceSession: Sendable {
         }.whenComplete { [self] result in
             switch result {
             case .success(let page):
-                let actions = state.value.pageLoaded(page)
+                let actions = request.catchUp ? state.value.caughtUp(page) : state.value.pageLoaded(page)
                 send(actions.send)
                 if let next = actions.read { read(next) }
             case .failure(let error):
-                if state.value.pageFailed() { fail("cannot load stored pushes: \(error)") }
+                if request.catchUp {
+                    state.value.catchUpFailed()
+                } else if state.value.pageFailed() {
+                    fail("cannot load stored pushes: \(error)")
+                }
             }
         }
     }

@@ -9,6 +9,7 @@ import NIOSSL
 import ServiceLifecycle
 import Synchronization
 import TidingsCore
+import TidingsPostgres
 import TidingsSQLite
 import TidingsStorage
 
@@ -65,6 +66,7 @@ public final class Gateway: Service, Sendable {
         let store: any GatewayStore
         switch configuration.storage {
         case .sqlite: store = try SQLiteGatewayStore(path: configuration.databasePath)
+        case .postgres(let url): store = try PostgresGatewayStore(url: url)
         case .custom(let custom): store = custom
         }
         let threads = configuration.eventLoopThreads > 0 ? configuration.eventLoopThreads : System.coreCount
@@ -147,6 +149,21 @@ public final class Gateway: Service, Sendable {
                 defer { core.maintenanceRunning.store(false, ordering: .releasing) }
                 do { _ = try core.maintain() } catch { core.logger.error("maintenance failed", metadata: ["error": "\(error)"]) }
             }
+        }
+        // Several nodes: wake-ups from the others, and lease renewal.
+        let leases = core.hub.leases
+        let hub = core.hub
+        let directory = core.directory
+        leases?.coordination.startListening(wake: { hub.wake($0) }, registryChanged: { directory.forget($0) },
+                                            reconnected: { directory.forgetAll(); hub.wakeAll() })
+        let renewal = leases.map { leases in
+            group.next().scheduleRepeatedTask(initialDelay: configuration.leaseRenewInterval, delay: configuration.leaseRenewInterval) { _ in
+                threadPool.submit { _ in leases.renew() }
+            }
+        }
+        defer {
+            renewal?.cancel()
+            leases?.coordination.stopListening()
         }
         do {
             try await start()

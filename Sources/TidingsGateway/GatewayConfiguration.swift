@@ -32,6 +32,9 @@ public struct GatewayConfiguration: Sendable {
     public enum Storage: Sendable {
         /// `gateway.sqlite` in the data directory.
         case sqlite
+        /// A PostgreSQL database (`postgres://user:password@host:port/database`) that several
+        /// gateway nodes can share (`TidingsPostgres`, docs/scaling.md).
+        case postgres(url: String)
         /// Another store, e.g. `InMemoryGatewayStore` in tests.
         case custom(any GatewayStore)
     }
@@ -67,6 +70,11 @@ public struct GatewayConfiguration: Sendable {
     /// How long a finished push (delivered, or discarded: coalesced, expired, unregistered)
     /// stays in the store for `tidings status` before maintenance deletes it.
     public var pushRetention: Duration = .seconds(7 * 24 * 3600)
+    /// Several gateway nodes on PostgreSQL: how long a device's lease lasts unless renewed, and
+    /// how often each node renews its leases (a node whose device connected to another node
+    /// disconnects it within this interval).
+    public var deviceLeaseDuration: Duration = .seconds(30)
+    public var leaseRenewInterval: TimeAmount = .seconds(5)
     /// How often maintenance runs (expire undelivered pushes, prune finished ones).
     public var maintenanceInterval: TimeAmount = .seconds(60)
     /// How long a device has to answer the connection challenge.

@@ -46,7 +46,12 @@ final class GatewayCore: Sendable {
         self.logger = configuration.logger
         let directory = GatewayDirectory(store: store)
         self.directory = directory
-        let hub = DeviceHub(metrics: metrics)
+        // Several nodes on one store: leases and wake-ups (NodeLeases); one node: commits go
+        // straight to the connected devices.
+        let leases = (store as? any GatewayCoordination).map {
+            NodeLeases(coordination: $0, clock: configuration.clock, leaseDuration: configuration.deviceLeaseDuration, logger: configuration.logger)
+        }
+        let hub = DeviceHub(metrics: metrics, leases: leases)
         self.hub = hub
         let keys = configuration.rateLimiterMaximumKeys
         self.rateLimiter = DeviceRateLimiter(perSecond: configuration.deviceRateLimitPerSecond, burst: configuration.deviceRateLimitBurst,
@@ -58,12 +63,21 @@ final class GatewayCore: Sendable {
                                                 burst: configuration.deviceRequestRateLimitBurst, maximumKeys: keys)
         self.committer = PushCommitter(store: store, clock: configuration.clock, logger: configuration.logger, metrics: metrics,
                                        maximumQueued: configuration.maximumQueuedPushes) { stored in
-            hub.deliver(stored)
+            if leases != nil { hub.wake(Set(stored.map(\.push.deviceID))) } else { hub.deliver(stored) }
         }
     }
 
-    /// Blocking: expires, then prunes in bounded transactions (`Gateway.runMaintenance`).
+    /// Blocking: expires, then prunes in bounded transactions (`Gateway.runMaintenance`). With
+    /// several nodes, on one node at a time (the store's maintenance lock; a node that finds it
+    /// taken skips this run).
     func maintain() throws -> GatewayMaintenanceReport {
+        if let coordination = hub.leases?.coordination {
+            return try coordination.exclusively { try maintainHere() } ?? GatewayMaintenanceReport(expired: 0, pruned: 0)
+        }
+        return try maintainHere()
+    }
+
+    private func maintainHere() throws -> GatewayMaintenanceReport {
         let now = clock.nowMilliseconds()
         // In batches, each its own short transaction, so commits of new pushes interleave.
         func batches(_ step: () throws -> Int) rethrows -> Int {

@@ -164,4 +164,21 @@ final class GatewayDirectory: Sendable {
             s.missedKeys[key.keyID] = nil
         }
     }
+
+    /// Another node changed this entry: the next lookup asks the store.
+    func forget(_ change: GatewayRegistryChange) {
+        state.withLock { s in
+            switch change {
+            case .key(let id): s.keys[id] = nil; s.missedKeys[id] = nil
+            case .app(let id): s.apps[id] = nil; s.missedApps[id] = nil
+            case .token(let token): s.tokens[token] = nil; s.missedTokens[token] = nil
+            }
+        }
+    }
+
+    /// Changes may have been missed (the notification channel dropped): every lookup asks the
+    /// store again.
+    func forgetAll() {
+        state.withLock { s in s = State() }
+    }
 }

@@ -26,7 +26,7 @@ struct AppsRegister: AsyncParsableCommand {
     var dataDirectory: String?
 
     func run() async throws {
-        let registry = try GatewayRegistry(dataDirectory: gatewayDataDirectory(dataDirectory))
+        let registry = try gatewayRegistry(dataDirectory)
         let app = try registry.registerApp(bundleID: bundleID, teamID: team, storagePolicy: storagePolicy)
         print("registered \(app.bundleID) for team \(app.teamID), storage policy \(app.storagePolicy)")
     }

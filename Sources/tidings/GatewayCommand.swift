@@ -57,6 +57,9 @@ struct GatewayListenOptions: ParsableArguments {
     @Flag(name: .customLong("admin-token"), help: "Require the admin endpoint's bearer token on loopback too.")
     var adminToken = false
 
+    @Option(name: .customLong("database"), help: "The gateway's store: a PostgreSQL URL (postgres://user:password@host:port/database[?sslmode=require]) that several gateway nodes can share (default: $TIDINGS_DATABASE_URL, else gateway.sqlite in the data directory).")
+    var database: String?
+
     @Option(name: .customLong("max-provider-connections"), help: "Open provider connections, at most; past it a new one is closed at once.")
     var maxProviderConnections: Int = 4_096
 
@@ -102,6 +105,7 @@ struct GatewayListenOptions: ParsableArguments {
         }
         c.maximumProviderConnections = maxProviderConnections
         c.maximumProviderConnectionsPerAddress = maxProviderConnectionsPerAddress
+        if let url = try gatewayDatabaseURL(database) { c.storage = .postgres(url: url) }
     }
 }
 

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import TidingsCore
 import TidingsGateway
+import TidingsPostgres
 import TidingsStorage
 
 /// `tidings keys create|list`: provider signing keys (.p8) and their teams.
@@ -43,7 +44,7 @@ struct KeysCreate: AsyncParsableCommand {
         } else {
             env = nil
         }
-        let registry = try GatewayRegistry(dataDirectory: gatewayDataDirectory(dataDirectory))
+        let registry = try gatewayRegistry(dataDirectory)
         let (key, record) = try registry.createKey(teamID: team, keyID: keyID, environment: env)
         let path = output ?? "AuthKey_\(record.keyID).p8"
         guard FileManager.default.createFile(atPath: path, contents: Data(key.pem.utf8), attributes: [.posixPermissions: 0o600]) else {
@@ -67,7 +68,7 @@ struct KeysList: AsyncParsableCommand {
     var dataDirectory: String?
 
     func run() async throws {
-        let registry = try GatewayRegistry(dataDirectory: gatewayDataDirectory(dataDirectory))
+        let registry = try gatewayRegistry(dataDirectory)
         let keys = try registry.keys()
         if keys.isEmpty { print("no keys; make one with: tidings keys create --team TEAMID") }
         for k in keys {
@@ -98,4 +99,24 @@ struct KeysToken: AsyncParsableCommand {
 
 func gatewayDataDirectory(_ option: String?) -> URL {
     option.map { URL(fileURLWithPath: $0) } ?? GatewayConfiguration.defaultDataDirectory
+}
+
+/// The PostgreSQL URL of the gateway's store: `--database`, else `$TIDINGS_DATABASE_URL`; nil
+/// (SQLite in the data directory) when neither is set. A value that is not a postgres:// URL
+/// is refused here, before anything opens.
+func gatewayDatabaseURL(_ option: String?) throws -> String? {
+    let value = option ?? ProcessInfo.processInfo.environment["TIDINGS_DATABASE_URL"].flatMap { $0.isEmpty ? nil : $0 }
+    guard let value else { return nil }
+    if case .failure(let error) = PostgresStoreURL.parse(value) {
+        throw ValidationError("\(option != nil ? "--database" : "TIDINGS_DATABASE_URL"): \(error)")
+    }
+    return value
+}
+
+/// The registry the CLI's key, app and status commands use: the PostgreSQL store when
+/// `$TIDINGS_DATABASE_URL` names one (the gateway nodes' shared registry), else the data
+/// directory's SQLite file.
+func gatewayRegistry(_ dataDirectory: String?) throws -> GatewayRegistry {
+    if let url = try gatewayDatabaseURL(nil) { return GatewayRegistry(store: try PostgresGatewayStore(url: url, maximumConnections: 1)) }
+    return try GatewayRegistry(dataDirectory: gatewayDataDirectory(dataDirectory))
 }

@@ -27,7 +27,7 @@ struct Status: AsyncParsableCommand {
         if let admin {
             statuses = try await fromAdminEndpoint(admin)
         } else {
-            statuses = try GatewayRegistry(dataDirectory: gatewayDataDirectory(dataDirectory)).status(apnsID: apnsID)
+            statuses = try gatewayRegistry(dataDirectory).status(apnsID: apnsID)
         }
         guard !statuses.isEmpty else { throw CLIError("no push with apns-id \(apnsID)") }
         if json {

@@ -25,7 +25,7 @@ final class GatewayHarness: Sendable {
     private let group: ServiceGroup
     private let task: Task<Void, any Error>
 
-    enum StoreKind { case memory, sqlite }
+    enum StoreKind { case memory, sqlite, postgres(url: String) }
 
     static func start(store: StoreKind = .memory, directory: URL? = nil, clock: TestWallClock = TestWallClock(now: Date()),
                       teamKey: P256.Signing.PrivateKey = P256.Signing.PrivateKey(), registerKey: Bool = true,
@@ -44,6 +44,7 @@ final class GatewayHarness: Sendable {
         switch store {
         case .memory: configuration.storage = .custom(InMemoryGatewayStore())
         case .sqlite: configuration.storage = .sqlite
+        case .postgres(let url): configuration.storage = .postgres(url: url)
         }
         configure(&configuration)
         let gateway = try buildGateway(configuration)

@@ -1,15 +1,23 @@
 import Foundation
 import Testing
 import TidingsCore
+import TidingsPostgres
 import TidingsSQLite
 import TidingsStorage
+import TidingsTestSupport
 
 /// One suite, every gateway store backend.
 @Suite("Gateway store conformance")
 struct GatewayStoreConformanceTests {
     enum Backend: String, CaseIterable, CustomTestStringConvertible {
-        case memory, sqlite
+        case memory, sqlite, postgres
         var testDescription: String { rawValue }
+
+        /// PostgreSQL where it is installed, and always under CI (where its absence fails).
+        static var allCases: [Backend] {
+            PostgresCluster.binaryDirectory != nil || ProcessInfo.processInfo.environment["CI"] != nil
+                ? [.memory, .sqlite, .postgres] : [.memory, .sqlite]
+        }
 
         func make() throws -> any GatewayStore {
             switch self {
@@ -18,9 +26,16 @@ struct GatewayStoreConformanceTests {
                 let dir = FileManager.default.temporaryDirectory.appendingPathComponent("gwstore-\(UUID().uuidString)")
                 try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
                 return try SQLiteGatewayStore(path: dir.appendingPathComponent("gateway.sqlite").path)
+            case .postgres:
+                // A database per test on the process's cluster; 4 pushes per partition, so
+                // every test crosses partitions.
+                guard let cluster = try PostgresCluster.shared() else { throw PostgresUnavailable() }
+                return try PostgresGatewayStore(url: cluster.createDatabase(prefix: "conformance"), maximumConnections: 2, partitionSize: 4)
             }
         }
     }
+
+    struct PostgresUnavailable: Error {}
 
     func push(_ id: String, token: String = "aa", device: String = "d1", bundle: String = "com.a", collapse: String? = nil,
               expiresAt: EpochMilliseconds = 10_000, acceptedAt: EpochMilliseconds = 100) -> NewPush {

@@ -1,0 +1,163 @@
+import Foundation
+import Testing
+import TidingsCore
+import TidingsPostgres
+import TidingsStorage
+import TidingsTestSupport
+
+/// What the PostgreSQL store does beyond the conformance suite: partitions, restarts of
+/// PostgreSQL, several stores (nodes) on one database, its URLs.
+@Suite("PostgreSQL gateway store")
+struct PostgresGatewayStoreTests {
+    func push(_ id: String, device: String = "d1", expiresAt: EpochMilliseconds = 10_000) -> NewPush {
+        NewPush(apnsID: id, token: "aa", deviceID: device, bundleID: "com.a", topic: "com.a", pushType: "alert", priority: 10,
+                collapseID: nil, expiresAt: expiresAt, payload: Array(#"{"aps":{}}"#.utf8), acceptedAt: 100)
+    }
+
+    func makeStore(partitionSize: Int64 = 4, url: String? = nil) throws -> PostgresGatewayStore? {
+        guard let cluster = try PostgresCluster.shared() else { return nil }
+        return try PostgresGatewayStore(url: url ?? cluster.createDatabase(prefix: "pgstore"), maximumConnections: 2,
+                                        partitionSize: partitionSize)
+    }
+
+    /// Pruning drops a partition whose every push finished before the cutoff (all of its
+    /// rows at once), keeps one that holds an open push or one finished since, and never
+    /// drops the partition still being filled.
+    @Test func pruningDropsFinishedPartitions() throws {
+        guard let store = try makeStore() else { return }
+        _ = try store.registerApp(GatewayAppRecord(bundleID: "com.a", teamID: "T", storagePolicy: .all, createdAt: 0))
+        // Sequences 1…10: partitions [0,4) [4,8) [8,12).
+        let stored = try store.commit(pushes: (1...10).map { push("p\($0)", device: $0 == 5 ? "d2" : "d1") }, acknowledged: [], at: 100)
+        #expect(stored.map(\.sequence) == Array(1...10))
+        #expect(try store.partitions().map(\.name) == ["gw_pushes_p0", "gw_pushes_p1", "gw_pushes_p2"])
+        // Everything but p5 (open) delivered at 200; p9 and p10 (the partition being filled) too.
+        let acked = stored.filter { $0.push.apnsID != "p5" }.map(\.sequence)
+        _ = try store.commit(pushes: [], acknowledged: acked, at: 200)
+        // Cutoff 300: p0 goes whole (3 rows); p1 holds open p5, so only its finished rows go,
+        // one by one; p2 [8,12) is not all issued (11 is not), so its rows go one by one too.
+        #expect(try store.prunePushes(finishedBefore: 300, limit: 100) == 9)
+        #expect(try store.partitions().map(\.name) == ["gw_pushes_p1", "gw_pushes_p2"])
+        #expect(try store.status(apnsID: "p1").isEmpty)
+        #expect(try store.status(apnsID: "p5").count == 1)
+        #expect(try store.pendingPushes(deviceID: "d2", after: 0, limit: 10).map(\.push.apnsID) == ["p5"])
+        // New pushes go on in the same partition, then into a new one; sequences never repeat.
+        let more = try store.commit(pushes: (11...14).map { push("p\($0)") }, acknowledged: [], at: 400)
+        #expect(more.map(\.sequence) == [11, 12, 13, 14])
+        #expect(try store.partitions().map(\.name) == ["gw_pushes_p1", "gw_pushes_p2", "gw_pushes_p3"])
+        // p5 delivered: its partition is now empty of anything to keep, and goes (it has 1 row).
+        _ = try store.commit(pushes: [], acknowledged: [5], at: 500)
+        #expect(try store.prunePushes(finishedBefore: 600, limit: 100) == 1)
+        #expect(try store.partitions().map(\.name) == ["gw_pushes_p2", "gw_pushes_p3"])
+    }
+
+    /// Two stores on one database (two gateway nodes): one schema, migrated once, sequences
+    /// from one counter, and each sees what the other committed.
+    @Test func twoStoresShareOneDatabase() async throws {
+        guard let cluster = try PostgresCluster.shared() else { return }
+        let url = try cluster.createDatabase(prefix: "twonodes")
+        // Opened at the same time: the migration runs once, under its lock.
+        async let a = Task.detached { try PostgresGatewayStore(url: url, maximumConnections: 2, partitionSize: 100) }.value
+        async let b = Task.detached { try PostgresGatewayStore(url: url, maximumConnections: 2, partitionSize: 100) }.value
+        let (nodeA, nodeB) = try await (a, b)
+        try nodeA.addKey(ProviderKeyRecord(keyID: "K1", teamID: "T", publicKey: Data([4]), environment: nil, createdAt: 1))
+        #expect(try nodeB.key(id: "K1")?.teamID == "T")
+        #expect(throws: GatewayStoreError.self) {
+            try nodeB.addKey(ProviderKeyRecord(keyID: "K1", teamID: "T", publicKey: Data([4]), environment: nil, createdAt: 1))
+        }
+        // Commits from both, interleaved on two threads: every sequence once, and each node's
+        // batches in order.
+        let batches = 20
+        async let fromA = Task.detached {
+            try (0..<batches).flatMap { i in try nodeA.commit(pushes: [push("a\(i)-1"), push("a\(i)-2")], acknowledged: [], at: 100).map(\.sequence) }
+        }.value
+        async let fromB = Task.detached {
+            try (0..<batches).flatMap { i in try nodeB.commit(pushes: [push("b\(i)")], acknowledged: [], at: 100).map(\.sequence) }
+        }.value
+        let (seqA, seqB) = try await (fromA, fromB)
+        #expect(Set(seqA + seqB).count == 3 * batches)
+        #expect(seqA == seqA.sorted() && seqB == seqB.sorted())
+        // The device's backlog, read through B, has every push in sequence order.
+        let backlog = try nodeB.pendingPushes(deviceID: "d1", after: 0, limit: 1000)
+        #expect(backlog.map(\.sequence) == (seqA + seqB).sorted())
+        // Acknowledged through A, gone for B.
+        _ = try nodeA.commit(pushes: [], acknowledged: seqB, at: 200)
+        #expect(try nodeB.pendingPushes(deviceID: "d1", after: 0, limit: 1000).map(\.sequence) == seqA)
+        #expect(try nodeB.status(apnsID: "b0").first?.deliveredAt == 200)
+    }
+
+    /// PostgreSQL stopped: every call fails with a store error (never a result that was not
+    /// committed); started again: the same store works on, with no call to reconnect, and
+    /// sequences go on above every one issued before.
+    @Test func ridesOutAPostgreSQLRestart() throws {
+        guard let cluster = try PostgresCluster.own(name: "restart") else { return }
+        defer { cluster.stop() }
+        let store = try PostgresGatewayStore(url: cluster.createDatabase(prefix: "restart"), maximumConnections: 2, partitionSize: 100)
+        let before = try store.commit(pushes: [push("before")], acknowledged: [], at: 100)
+        #expect(cluster.stopServer().status == 0)
+        #expect(throws: GatewayStoreError.self) { try store.commit(pushes: [push("during")], acknowledged: [], at: 200) }
+        #expect(throws: GatewayStoreError.self) { try store.pendingPushes(deviceID: "d1", after: 0, limit: 10) }
+        #expect(cluster.startServer().status == 0)
+        let after = try store.commit(pushes: [push("after")], acknowledged: [], at: 300)
+        #expect(after[0].sequence > before[0].sequence)
+        #expect(try store.pendingPushes(deviceID: "d1", after: 0, limit: 10).map(\.push.apnsID) == ["before", "after"])
+        #expect(try store.status(apnsID: "during").isEmpty, "the failed commit left nothing")
+    }
+
+    /// A store opened again on the same database (a node restarted) keeps everything, and its
+    /// sequences go on above the old ones, also when the newest pushes were pruned.
+    @Test func reopenedStoreContinuesTheSequence() throws {
+        guard let cluster = try PostgresCluster.shared() else { return }
+        let url = try cluster.createDatabase(prefix: "reopen")
+        var store: PostgresGatewayStore? = try PostgresGatewayStore(url: url, maximumConnections: 1, partitionSize: 2)
+        let first = try #require(store).commit(pushes: [push("one"), push("two"), push("three")], acknowledged: [], at: 100)
+        _ = try #require(store).commit(pushes: [], acknowledged: first.map(\.sequence), at: 150)
+        #expect(try #require(store).prunePushes(finishedBefore: 200, limit: 100) == 3)
+        store = nil
+        // Another partition size asked for: the database keeps its own.
+        let reopened = try PostgresGatewayStore(url: url, maximumConnections: 1, partitionSize: 1_000)
+        #expect(reopened.partitionSize == 2)
+        let next = try reopened.commit(pushes: [push("four")], acknowledged: [], at: 300)
+        #expect(next[0].sequence == 4)
+    }
+
+    /// Maintenance runs on one node at a time: while one store holds the maintenance lock,
+    /// another's `exclusively` skips (nil); afterwards it runs.
+    @Test func maintenanceRunsOnOneNodeAtATime() throws {
+        guard let cluster = try PostgresCluster.shared() else { return }
+        let url = try cluster.createDatabase(prefix: "maintenance")
+        let a = try PostgresGatewayStore(url: url, maximumConnections: 2, partitionSize: 100)
+        let b = try PostgresGatewayStore(url: url, maximumConnections: 2, partitionSize: 100)
+        let inner: Int?? = try a.exclusively { try b.exclusively { 1 } }
+        #expect(inner == .some(nil), "b skipped while a held the lock")
+        #expect(try b.exclusively { 2 } == 2)
+        // Leases: b takes a's device; a's renewal reports it lost.
+        try a.takeLeases(deviceIDs: ["d1", "d2"], until: 1_000)
+        try b.takeLeases(deviceIDs: ["d2"], until: 1_000)
+        #expect(try a.renewLeases(deviceIDs: ["d1", "d2"], until: 2_000) == ["d2"])
+        try b.releaseLeases(deviceIDs: ["d2"])
+        #expect(try a.renewLeases(deviceIDs: ["d1", "d2"], until: 3_000).isEmpty, "a lease nobody holds is taken again")
+    }
+
+    @Test func databaseURLs() throws {
+        let url = try PostgresStoreURL.parse("postgres://gw:secret@db.example:6543/tidings?sslmode=require").get()
+        #expect(url.host == "db.example")
+        #expect(url.port == 6543)
+        #expect(url.username == "gw")
+        #expect(url.password == "secret")
+        #expect(url.database == "tidings")
+        #expect(url.tls == .require)
+        #expect(url.description == "postgres://gw@db.example:6543/tidings", "no password in logs")
+        let plain = try PostgresStoreURL.parse("postgresql://127.0.0.1/gw").get()
+        #expect(plain.port == 5432 && plain.username == "postgres" && plain.tls == .disable)
+        for bad in ["mysql://h/db", "postgres://h", "postgres:///db", "postgres://h/db?sslmode=maybe", "postgres://h/db?x=1",
+                    "postgres://h:0/db", "not a url", ""] {
+            #expect(throws: GatewayDatabaseURLError.self, "\(bad)") { try PostgresStoreURL.parse(bad).get() }
+        }
+        // A store that cannot connect fails to open, with the address (and no password).
+        #expect {
+            try PostgresGatewayStore(url: "postgres://gw:secret@127.0.0.1:1/none")
+        } throws: { error in
+            "\(error)".contains("postgres://gw@127.0.0.1:1/none") && !"\(error)".contains("secret")
+        }
+    }
+}
