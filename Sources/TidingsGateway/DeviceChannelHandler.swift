@@ -41,11 +41,12 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
     /// Before the handshake only a `hello` (about 250 bytes) is accepted: longer frames close
     /// the connection. After it, `GatewayConfiguration.deviceMaximumFrameLength`.
     static let maximumHandshakeFrameLength = 4096
-    /// Whether a whole message arrived since `idleCheck` last fired: set per message, the
-    /// clock read only when the check fires (every `deviceIdleTimeout`), which closes the
-    /// connection when nothing came since the previous check.
+    /// Whether a whole message arrived since the loop's `DeviceIdleSweeper` last visited: set
+    /// per message, no clock read; a visit (every `deviceIdleTimeout`) closes the connection
+    /// when nothing came since the previous one.
     private var heardSinceCheck = false
-    private var idleCheck: Scheduled<Void>?
+    /// This connection's place in its loop's `DeviceIdleSweeper` (−1: not there).
+    var sweepIndex = -1
     /// `requestToken` and `removeApp` of this connection in the registry queue: past
     /// `deviceMaximumRequestsInFlight` another is refused (`TooManyRequests`) until one is
     /// answered. The rate is per device (`core.deviceRequests`): reconnecting does not refill it.
@@ -87,7 +88,7 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
         partialFrame = nil
         flushAcknowledgements()
         handshakeTimeout?.cancel()
-        idleCheck?.cancel()
+        leaveSweeper(context: context)
         if case .ready(let session) = state {
             session.closed()
             core.hub.detach(session)
@@ -108,7 +109,7 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
     private func fail(_ message: String, reason: String = "ProtocolError", context: ChannelHandlerContext) {
         logger.info("closing device connection", metadata: ["error": "\(message)"])
         send(.error(requestID: nil, reason: reason, message: message), context: context)
-        idleCheck?.cancel()
+        leaveSweeper(context: context)
         if case .ready(let session) = state {
             // channelInactive sees `.closed`: detach here, and stop the session's backlog reads.
             session.closed()
@@ -234,7 +235,8 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
         send(.welcome(deviceID: deviceID, batchedAcks: true, recordsEvents: true), context: context)
         logger.debug("device connected")
         if core.configuration.deviceIdleTimeout.nanoseconds > 0 {
-            scheduleIdleCheck(at: .now() + core.configuration.deviceIdleTimeout, context: context)
+            heardSinceCheck = true  // the handshake: the first visit only clears it
+            core.deviceIdleSweeper(for: context.eventLoop).add(self, context: context)
         }
         // Attached first, then the backlog is paged: a push committed from now on reaches the
         // session, and the state machine keeps it after the backlog, once.
@@ -424,24 +426,23 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
         }
     }
 
-    private func scheduleIdleCheck(at deadline: NIODeadline, context: ChannelHandlerContext) {
-        let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
-        let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
-        idleCheck = context.eventLoop.scheduleTask(deadline: deadline) {
-            handler.value.idleCheckFired(context: bound.value)
-        }
-    }
-
-    /// Closes a connection that sent no whole message since the previous check (so for
-    /// `deviceIdleTimeout` to twice it); else checks again after `deviceIdleTimeout`.
-    private func idleCheckFired(context: ChannelHandlerContext) {
+    /// The sweeper's visit: closes a connection that sent no whole message since the previous
+    /// visit (so for `deviceIdleTimeout` to twice it).
+    func idleVisit(context: ChannelHandlerContext) {
         guard case .ready = state else { return }
         if heardSinceCheck {
             heardSinceCheck = false
-            scheduleIdleCheck(at: .now() + core.configuration.deviceIdleTimeout, context: context)
         } else {
             fail("no message for \(core.configuration.deviceIdleTimeout)", reason: Self.idleTimeout, context: context)
         }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        leaveSweeper(context: context)
+    }
+
+    private func leaveSweeper(context: ChannelHandlerContext) {
+        if sweepIndex >= 0 { core.deviceIdleSweeper(for: context.eventLoop).remove(self) }
     }
 
     private func flushAcknowledgements() {
