@@ -18,10 +18,27 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
         case closed
     }
 
+    // Stored properties in this order on purpose: an idle connection keeps this object, and
+    // Swift lays a class out in declaration order, so the small fields fill the padding after
+    // `state` (docs/benchmarks.md "Idle device connections").
     private let core: GatewayCore
     private var state: State = .idle
-    /// The first hex digits of the device id, once known (logs never show more).
-    private var deviceTag: Substring?
+    /// Whether a whole message arrived since the loop's `DeviceIdleSweeper` last visited: set
+    /// per message, no clock read; a visit (every `deviceIdleTimeout`) closes the connection
+    /// when nothing came since the previous one.
+    private var heardSinceCheck = false
+    /// Delivery events read and not yet handed to the registry queue (`pendingEvents`);
+    /// `recordingEvents` while a batch is being recorded (one at a time per connection).
+    private var recordingEvents = false
+    /// `requestToken` and `removeApp` of this connection in the registry queue: past
+    /// `deviceMaximumRequestsInFlight` another is refused (`TooManyRequests`) until one is
+    /// answered. The rate is per device (`core.deviceRequests`): reconnecting does not refill it.
+    private var requestsInFlight: Int32 = 0
+    /// This connection's place in its loop's `DeviceIdleSweeper` (−1: not there).
+    var sweepIndex: Int32 = -1
+    /// The first hex digits of the device id, once known (logs never show more): a small
+    /// string, stored inline (a `Substring` of the id was twice the size).
+    private var deviceTag: String?
     /// Built when something is logged: a logger with metadata stored per connection would
     /// cost an idle connection a dictionary.
     private var logger: Logger {
@@ -41,20 +58,7 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
     /// Before the handshake only a `hello` (about 250 bytes) is accepted: longer frames close
     /// the connection. After it, `GatewayConfiguration.deviceMaximumFrameLength`.
     static let maximumHandshakeFrameLength = 4096
-    /// Whether a whole message arrived since the loop's `DeviceIdleSweeper` last visited: set
-    /// per message, no clock read; a visit (every `deviceIdleTimeout`) closes the connection
-    /// when nothing came since the previous one.
-    private var heardSinceCheck = false
-    /// This connection's place in its loop's `DeviceIdleSweeper` (−1: not there).
-    var sweepIndex = -1
-    /// `requestToken` and `removeApp` of this connection in the registry queue: past
-    /// `deviceMaximumRequestsInFlight` another is refused (`TooManyRequests`) until one is
-    /// answered. The rate is per device (`core.deviceRequests`): reconnecting does not refill it.
-    private var requestsInFlight = 0
-    /// Delivery events read and not yet handed to the registry queue; `recordingEvents` while
-    /// a batch is being recorded (one at a time per connection).
     private var pendingEvents: [(event: DeliveryEvent, apnsID: String, requestID: Int64?)] = []
-    private var recordingEvents = false
 
     init(core: GatewayCore) {
         self.core = core
@@ -194,7 +198,7 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
 
     private func accept(key: P256.Signing.PublicKey, context: ChannelHandlerContext) {
         let deviceID = DeviceChallenge.deviceID(publicKey: key)
-        deviceTag = deviceID.prefix(8)
+        deviceTag = String(deviceID.prefix(8))
         let now = core.clock.nowMilliseconds()
         let record = GatewayDeviceRecord(deviceID: deviceID, publicKey: key.x963Representation, createdAt: now)
         let directory = core.directory
@@ -357,7 +361,7 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
     /// this connection are there and the device's bucket has a token; else it is answered
     /// `TooManyRequests`.
     private func allowRequest(_ requestID: Int64, deviceID: String, context: ChannelHandlerContext) -> Bool {
-        guard requestsInFlight < core.configuration.deviceMaximumRequestsInFlight else {
+        guard Int(requestsInFlight) < core.configuration.deviceMaximumRequestsInFlight else {
             send(.error(requestID: requestID, reason: Self.tooManyRequests, message: "too many requests waiting; wait for their answers"),
                  context: context)
             return false

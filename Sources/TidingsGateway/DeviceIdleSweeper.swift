@@ -14,7 +14,9 @@ final class DeviceIdleSweeper: @unchecked Sendable {
     // @unchecked: `connections` and `task` are touched on `eventLoop` only.
     let eventLoop: any EventLoop
     let interval: TimeAmount
-    private var connections: [(handler: DeviceChannelHandler, context: ChannelHandlerContext)] = []
+    /// The connections' `DeviceChannelHandler` contexts (the handler is `context.handler`):
+    /// one reference per connection; each handler keeps its index (`sweepIndex`).
+    private var connections: [ChannelHandlerContext] = []
     private var task: RepeatedTask?
 
     init(eventLoop: any EventLoop, interval: TimeAmount) {
@@ -31,9 +33,9 @@ final class DeviceIdleSweeper: @unchecked Sendable {
     /// A connection that completed its handshake; the loop's task starts with the first.
     func add(_ handler: DeviceChannelHandler, context: ChannelHandlerContext) {
         eventLoop.preconditionInEventLoop()
-        guard handler.sweepIndex < 0 else { return }
-        handler.sweepIndex = connections.count
-        connections.append((handler, context))
+        guard handler.sweepIndex < 0, context.handler === handler else { return }
+        handler.sweepIndex = Int32(connections.count)
+        connections.append(context)
         if task == nil {
             task = eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { [self] _ in sweep() }
         }
@@ -42,13 +44,13 @@ final class DeviceIdleSweeper: @unchecked Sendable {
     /// A connection that closed (or was closed by a visit); the task stops with the last.
     func remove(_ handler: DeviceChannelHandler) {
         eventLoop.preconditionInEventLoop()
-        let index = handler.sweepIndex
+        let index = Int(handler.sweepIndex)
         guard index >= 0, index < connections.count, connections[index].handler === handler else { return }
         handler.sweepIndex = -1
         let last = connections.removeLast()
         if index < connections.count {
             connections[index] = last
-            last.handler.sweepIndex = index
+            (last.handler as? DeviceChannelHandler)?.sweepIndex = Int32(index)
         }
         if connections.isEmpty {
             task?.cancel()
@@ -59,7 +61,7 @@ final class DeviceIdleSweeper: @unchecked Sendable {
     private func sweep() {
         // A copy: a visit may close its connection, which removes it from `connections`.
         let visiting = connections
-        for connection in visiting { connection.handler.idleVisit(context: connection.context) }
+        for context in visiting { (context.handler as? DeviceChannelHandler)?.idleVisit(context: context) }
     }
 }
 
