@@ -18,10 +18,27 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
         case closed
     }
 
+    // Stored properties in this order on purpose: an idle connection keeps this object, and
+    // Swift lays a class out in declaration order, so the small fields fill the padding after
+    // `state` (docs/benchmarks.md "Idle device connections").
     private let core: GatewayCore
     private var state: State = .idle
-    /// The first hex digits of the device id, once known (logs never show more).
-    private var deviceTag: Substring?
+    /// Whether a whole message arrived since the loop's `DeviceIdleSweeper` last visited: set
+    /// per message, no clock read; a visit (every `deviceIdleTimeout`) closes the connection
+    /// when nothing came since the previous one.
+    private var heardSinceCheck = false
+    /// Delivery events read and not yet handed to the registry queue (`pendingEvents`);
+    /// `recordingEvents` while a batch is being recorded (one at a time per connection).
+    private var recordingEvents = false
+    /// `requestToken` and `removeApp` of this connection in the registry queue: past
+    /// `deviceMaximumRequestsInFlight` another is refused (`TooManyRequests`) until one is
+    /// answered. The rate is per device (`core.deviceRequests`): reconnecting does not refill it.
+    private var requestsInFlight: Int32 = 0
+    /// This connection's place in its loop's `DeviceIdleSweeper` (−1: not there).
+    var sweepIndex: Int32 = -1
+    /// The first hex digits of the device id, once known (logs never show more): a small
+    /// string, stored inline (a `Substring` of the id was twice the size).
+    private var deviceTag: String?
     /// Built when something is logged: a logger with metadata stored per connection would
     /// cost an idle connection a dictionary.
     private var logger: Logger {
@@ -41,19 +58,7 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
     /// Before the handshake only a `hello` (about 250 bytes) is accepted: longer frames close
     /// the connection. After it, `GatewayConfiguration.deviceMaximumFrameLength`.
     static let maximumHandshakeFrameLength = 4096
-    /// Whether a whole message arrived since `idleCheck` last fired: set per message, the
-    /// clock read only when the check fires (every `deviceIdleTimeout`), which closes the
-    /// connection when nothing came since the previous check.
-    private var heardSinceCheck = false
-    private var idleCheck: Scheduled<Void>?
-    /// `requestToken` and `removeApp` of this connection in the registry queue: past
-    /// `deviceMaximumRequestsInFlight` another is refused (`TooManyRequests`) until one is
-    /// answered. The rate is per device (`core.deviceRequests`): reconnecting does not refill it.
-    private var requestsInFlight = 0
-    /// Delivery events read and not yet handed to the registry queue; `recordingEvents` while
-    /// a batch is being recorded (one at a time per connection).
     private var pendingEvents: [(event: DeliveryEvent, apnsID: String, requestID: Int64?)] = []
-    private var recordingEvents = false
 
     init(core: GatewayCore) {
         self.core = core
@@ -87,7 +92,7 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
         partialFrame = nil
         flushAcknowledgements()
         handshakeTimeout?.cancel()
-        idleCheck?.cancel()
+        leaveSweeper(context: context)
         if case .ready(let session) = state {
             session.closed()
             core.hub.detach(session)
@@ -108,7 +113,7 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
     private func fail(_ message: String, reason: String = "ProtocolError", context: ChannelHandlerContext) {
         logger.info("closing device connection", metadata: ["error": "\(message)"])
         send(.error(requestID: nil, reason: reason, message: message), context: context)
-        idleCheck?.cancel()
+        leaveSweeper(context: context)
         if case .ready(let session) = state {
             // channelInactive sees `.closed`: detach here, and stop the session's backlog reads.
             session.closed()
@@ -193,7 +198,7 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
 
     private func accept(key: P256.Signing.PublicKey, context: ChannelHandlerContext) {
         let deviceID = DeviceChallenge.deviceID(publicKey: key)
-        deviceTag = deviceID.prefix(8)
+        deviceTag = String(deviceID.prefix(8))
         let now = core.clock.nowMilliseconds()
         let record = GatewayDeviceRecord(deviceID: deviceID, publicKey: key.x963Representation, createdAt: now)
         let directory = core.directory
@@ -234,7 +239,8 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
         send(.welcome(deviceID: deviceID, batchedAcks: true, recordsEvents: true), context: context)
         logger.debug("device connected")
         if core.configuration.deviceIdleTimeout.nanoseconds > 0 {
-            scheduleIdleCheck(at: .now() + core.configuration.deviceIdleTimeout, context: context)
+            heardSinceCheck = true  // the handshake: the first visit only clears it
+            core.deviceIdleSweeper(for: context.eventLoop).add(self, context: context)
         }
         // Attached first, then the backlog is paged: a push committed from now on reaches the
         // session, and the state machine keeps it after the backlog, once.
@@ -355,7 +361,7 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
     /// this connection are there and the device's bucket has a token; else it is answered
     /// `TooManyRequests`.
     private func allowRequest(_ requestID: Int64, deviceID: String, context: ChannelHandlerContext) -> Bool {
-        guard requestsInFlight < core.configuration.deviceMaximumRequestsInFlight else {
+        guard Int(requestsInFlight) < core.configuration.deviceMaximumRequestsInFlight else {
             send(.error(requestID: requestID, reason: Self.tooManyRequests, message: "too many requests waiting; wait for their answers"),
                  context: context)
             return false
@@ -424,24 +430,23 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
         }
     }
 
-    private func scheduleIdleCheck(at deadline: NIODeadline, context: ChannelHandlerContext) {
-        let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
-        let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
-        idleCheck = context.eventLoop.scheduleTask(deadline: deadline) {
-            handler.value.idleCheckFired(context: bound.value)
-        }
-    }
-
-    /// Closes a connection that sent no whole message since the previous check (so for
-    /// `deviceIdleTimeout` to twice it); else checks again after `deviceIdleTimeout`.
-    private func idleCheckFired(context: ChannelHandlerContext) {
+    /// The sweeper's visit: closes a connection that sent no whole message since the previous
+    /// visit (so for `deviceIdleTimeout` to twice it).
+    func idleVisit(context: ChannelHandlerContext) {
         guard case .ready = state else { return }
         if heardSinceCheck {
             heardSinceCheck = false
-            scheduleIdleCheck(at: .now() + core.configuration.deviceIdleTimeout, context: context)
         } else {
             fail("no message for \(core.configuration.deviceIdleTimeout)", reason: Self.idleTimeout, context: context)
         }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        leaveSweeper(context: context)
+    }
+
+    private func leaveSweeper(context: ChannelHandlerContext) {
+        if sweepIndex >= 0 { core.deviceIdleSweeper(for: context.eventLoop).remove(self) }
     }
 
     private func flushAcknowledgements() {

@@ -262,6 +262,8 @@ public final class Gateway: Service, Sendable {
                     if useTLS {
                         try sync.addHandler(certificateVerifier == nil ? NIOSSLServerHandler(context: providerContext)
                             : NIOSSLServerHandler(context: providerContext) { _, verdict in verdict.succeed(.certificateVerified) })
+                        // A certificate the CA accepts authenticates the connection at the handshake.
+                        if certificateVerifier != nil { try sync.addHandler(ProviderHandshakeObserver()) }
                     }
                     try sync.addHandler(ConnectionStartDeadlineHandler(
                         listener: providerListener, tlsHandshakeTimeout: useTLS ? configuration.tlsHandshakeTimeout : nil,

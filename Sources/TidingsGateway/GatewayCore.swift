@@ -33,6 +33,8 @@ final class GatewayCore: Sendable {
     let threadPool: NIOThreadPool
     let logger: Logger
     let maintenanceRunning = Atomic<Bool>(false)
+    /// One device idle sweeper per event loop (`deviceIdleSweeper(for:)`).
+    let deviceIdleSweepers = Mutex<[ObjectIdentifier: DeviceIdleSweeper]>([:])
     /// Rows deleted per pruning transaction.
     static let pruneBatch = 5_000
 

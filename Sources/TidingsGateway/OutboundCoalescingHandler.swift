@@ -32,8 +32,10 @@ final class OutboundCoalescingHandler: ChannelOutboundHandler {
 
     private var buffer: ByteBuffer?
     private var promise: EventLoopPromise<Void>?
-    /// The provider handler, asked for the last stream taken when a GOAWAY goes out.
-    weak var streams: (any ProviderStreamRegistry)?
+    /// The provider handler, asked for the last stream taken when a GOAWAY goes out. Strong, and
+    /// cleared in `handlerRemoved` (a weak reference gave the provider handler a side table, and
+    /// every retain and release of it took the runtime's slow path).
+    var streams: (any ProviderStreamRegistry)?
     /// Bytes of the current frame still to come in later writes (a DATA frame's payload).
     private var frameRemainder = 0
 
@@ -74,6 +76,7 @@ final class OutboundCoalescingHandler: ChannelOutboundHandler {
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
+        streams = nil
         if let pending = promise {
             promise = nil
             pending.fail(ChannelError.ioOnClosedChannel)

@@ -102,12 +102,12 @@ final class ProviderConnectionHandler: ChannelInboundHandler, ProviderStreamRegi
     /// the TLS handshake: it may stay idle before its first push and gets the full stream limit
     /// at once. (A refused certificate leaves it unauthenticated: its requests are answered
     /// with the certificate's reason, and it is closed after `providerAuthenticationTimeout`.)
-    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if let event = event as? TLSUserEvent, case .handshakeCompleted = event, case .success? = clientCertificate()?.verdict {
-            connectionAuthenticated(context: context)
-            flushIfNeeded()
-        }
-        context.fireUserInboundEventTriggered(event)
+    /// Called by `ProviderHandshakeObserver` below NIOHTTP2: this handler does not override
+    /// `userInboundEventTriggered`, through which NIOHTTP2 sends two events per stream.
+    func tlsHandshakeCompleted() {
+        guard let context, case .success? = clientCertificate()?.verdict else { return }
+        connectionAuthenticated(context: context)
+        flushIfNeeded()
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -516,4 +516,21 @@ private final class ProviderCommitSink: PushCommitSink {
     }
 
     func committed(_ outcomes: [PushCommitOutcome]) { handler.value.committed(outcomes) }
+}
+
+/// Between TLS and NIOHTTP2 on provider connections that accept client certificates: tells
+/// `ProviderConnectionHandler` that the handshake completed (a certificate the CA accepts
+/// authenticates the connection then), and removes itself. Below NIOHTTP2 it sees only TLS's
+/// events, not NIOHTTP2's two per stream, each of which cost the provider handler a dynamic
+/// cast when it looked at user events itself.
+final class ProviderHandshakeObserver: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        context.fireUserInboundEventTriggered(event)
+        guard let event = event as? TLSUserEvent, case .handshakeCompleted = event else { return }
+        (try? context.pipeline.syncOperations.handler(type: ProviderConnectionHandler.self))?.tlsHandshakeCompleted()
+        context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+    }
 }

@@ -103,8 +103,8 @@ struct ProviderConnectionStateMachine {
     let configuration: Configuration
     /// Streams whose request has not ended.
     private(set) var receiving: [HTTP2StreamID: ProviderRequestStream] = [:]
-    /// Requests that ended and are not answered yet; `true` once the client reset the stream.
-    private var processing: [HTTP2StreamID: Bool] = [:]
+    /// Requests that ended and are not answered yet, and whether the client reset each since.
+    private var processing = ProcessingStreams()
     private var cancelledCount = 0
     private(set) var isAuthenticated = false
     /// The highest stream whose request was taken (every GOAWAY's `last_stream_id`).
@@ -147,8 +147,10 @@ struct ProviderConnectionStateMachine {
         return .opened
     }
 
-    /// Whether the stream is receiving (its next HEADERS are trailers).
-    func isReceiving(_ streamID: HTTP2StreamID) -> Bool { receiving[streamID] != nil }
+    /// Whether the stream is receiving (its next HEADERS are trailers). A new stream's ID is
+    /// above every earlier one (RFC 9113 § 5.1.1; NIOHTTP2 refuses a lower one), so its HEADERS
+    /// need no lookup.
+    func isReceiving(_ streamID: HTTP2StreamID) -> Bool { streamID <= highestStreamID && receiving[streamID] != nil }
 
     enum DataAction: Equatable {
         /// Not a stream this machine knows (ended, refused, reset): ignored.
@@ -198,7 +200,7 @@ struct ProviderConnectionStateMachine {
         case .failure(let failure):
             return .reject(failure)
         case .success(let head):
-            processing[streamID] = false
+            processing.add(streamID)
             return .process(head, body: stream.body, bodyBytes: stream.bodyBytes)
         }
     }
@@ -207,19 +209,16 @@ struct ProviderConnectionStateMachine {
     /// cancelled (its answer will be dropped: writing it would be an error on a closed stream).
     mutating func streamReset(_ streamID: HTTP2StreamID) {
         if receiving.removeValue(forKey: streamID) != nil { return }
-        if processing[streamID] == false {
-            processing[streamID] = true
-            cancelledCount += 1
-        }
+        if processing.cancel(streamID) { cancelledCount += 1 }
     }
 
     /// A lookup for a processing request came back: whether to go on with it. A cancelled
     /// request is abandoned here (nothing was committed) and forgotten.
     mutating func lookupCompleted(_ streamID: HTTP2StreamID) -> Bool {
-        switch processing[streamID] {
+        switch processing.cancelled(streamID) {
         case false?: return true
         case true?:
-            processing[streamID] = nil
+            _ = processing.remove(streamID)
             cancelledCount -= 1
             return false
         case nil: return false
@@ -235,7 +234,7 @@ struct ProviderConnectionStateMachine {
 
     /// A processing request has its answer (an error, or committed).
     mutating func answer(_ streamID: HTTP2StreamID) -> AnswerAction {
-        switch processing.removeValue(forKey: streamID) {
+        switch processing.remove(streamID) {
         case false?: return .send
         case true?:
             cancelledCount -= 1
@@ -248,7 +247,7 @@ struct ProviderConnectionStateMachine {
     /// was taken and is neither receiving nor processing (answered, refused or reset), so the
     /// reset is no attack (RFC 9113 § 5.1) and need not count against the reset rate limit.
     func isClosedStream(_ streamID: HTTP2StreamID) -> Bool {
-        streamID <= highestStreamID && receiving[streamID] == nil && processing[streamID] != false
+        streamID <= highestStreamID && receiving[streamID] == nil && processing.cancelled(streamID) != false
     }
 
     /// A provider token was verified: true the first time (the stream limit is raised then).
@@ -342,5 +341,64 @@ struct ProviderConnectionStateMachine {
             actions.liveness = .ping(pingsSent)
         }
         return actions
+    }
+}
+
+/// The requests a provider connection is processing (ended, not answered), sorted by stream
+/// ID, each with whether the client reset its stream since. Requests end almost always in
+/// stream order and are answered in the order they ended (the committer's batches are FIFO;
+/// an error is answered at once), so adding is an append and answering removes the first or
+/// the last entry; any other lookup is a binary search. (Two dictionary operations per
+/// request did the same work with hashing.) At most the stream limit of entries are not
+/// cancelled; cancelled ones leave when their lookup or commit completes.
+struct ProcessingStreams {
+    private var entries = CircularBuffer<(streamID: HTTP2StreamID, cancelled: Bool)>(initialCapacity: 8)
+
+    var count: Int { entries.count }
+    var isEmpty: Bool { entries.isEmpty }
+
+    /// The position of `streamID`, or where it would go.
+    private func position(_ streamID: HTTP2StreamID) -> (index: CircularBuffer<(streamID: HTTP2StreamID, cancelled: Bool)>.Index, found: Bool) {
+        if let first = entries.first, first.streamID == streamID { return (entries.startIndex, true) }
+        if let last = entries.last, last.streamID <= streamID {
+            return last.streamID == streamID ? (entries.index(before: entries.endIndex), true) : (entries.endIndex, false)
+        }
+        var low = 0, high = entries.count
+        while low < high {
+            let middle = (low + high) / 2
+            if entries[entries.index(entries.startIndex, offsetBy: middle)].streamID < streamID { low = middle + 1 } else { high = middle }
+        }
+        let index = entries.index(entries.startIndex, offsetBy: low)
+        return (index, index != entries.endIndex && entries[index].streamID == streamID)
+    }
+
+    /// A request that ended (not already processing).
+    mutating func add(_ streamID: HTTP2StreamID) {
+        let (index, found) = position(streamID)
+        guard !found else { return }
+        if index == entries.endIndex { entries.append((streamID, false)) } else { entries.insert((streamID, false), at: index) }
+    }
+
+    /// Whether the request was reset by the client; nil when it is not processing.
+    func cancelled(_ streamID: HTTP2StreamID) -> Bool? {
+        let (index, found) = position(streamID)
+        return found ? entries[index].cancelled : nil
+    }
+
+    /// Marks a processing request cancelled: true if it was processing and not cancelled yet.
+    mutating func cancel(_ streamID: HTTP2StreamID) -> Bool {
+        let (index, found) = position(streamID)
+        guard found, !entries[index].cancelled else { return false }
+        entries[index].cancelled = true
+        return true
+    }
+
+    /// Forgets a request (answered or abandoned); whether it had been cancelled, nil when it was
+    /// not processing.
+    mutating func remove(_ streamID: HTTP2StreamID) -> Bool? {
+        let (index, found) = position(streamID)
+        guard found else { return nil }
+        if index == entries.startIndex { return entries.removeFirst().cancelled }
+        return entries.remove(at: index).cancelled
     }
 }

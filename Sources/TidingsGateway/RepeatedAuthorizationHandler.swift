@@ -81,8 +81,11 @@ final class RepeatedAuthorizationHandler: ChannelInboundHandler, RemovableChanne
     /// Bytes held here until more come (at most a frame header, or one HEADERS or RST_STREAM frame).
     var heldBytes: Int { carry?.readableBytes ?? 0 }
 
-    /// The provider handler, asked which streams are closed.
-    weak var streams: (any ProviderStreamRegistry)?
+    /// The provider handler, asked which streams are closed. Strong (see
+    /// `OutboundCoalescingHandler.streams`), cleared in `handlerRemoved`.
+    var streams: (any ProviderStreamRegistry)?
+
+    func handlerRemoved(context: ChannelHandlerContext) { streams = nil }
 
     init(maximumFrameSize: Int = Gateway.providerMaximumFrameSize) {
         self.maximumFrameSize = maximumFrameSize

@@ -142,6 +142,39 @@ struct ProviderConnectionStateMachineTests {
         #expect(m.lookupCompleted(7) == false, "unknown")
     }
 
+    /// Requests that end out of stream order and are answered in any order, some reset on the
+    /// way: each is answered once (or dropped when reset), and only answered or reset ones
+    /// count as closed (`ProcessingStreams` keeps them sorted; this checks it against a model).
+    @Test func requestsEndAndAreAnsweredInAnyOrder() {
+        var m = machine(authenticated: true)
+        let ids: [HTTP2StreamID] = (0..<40).map { HTTP2StreamID(2 * $0 + 1) }
+        for id in ids { #expect(m.streamOpened(id, Self.stream()) == .opened) }
+        // End them in a scrambled order (odd positions backwards, then even ones forwards).
+        let ends = stride(from: 39, through: 1, by: -2).map { ids[$0] } + stride(from: 0, to: 40, by: 2).map { ids[$0] }
+        for id in ends { guard case .process = m.requestEnded(id) else { Issue.record("\(id) not processed"); return } }
+        #expect(m.inFlight == 40)
+        var reset: Set<HTTP2StreamID> = []
+        for (n, id) in ids.enumerated() where n % 7 == 3 {
+            m.streamReset(id)
+            reset.insert(id)
+        }
+        #expect(m.activeStreams == 40 - reset.count)
+        for id in ids { #expect(m.isClosedStream(id) == reset.contains(id)) }
+        // Answer from the middle outwards, then lookups of the rest.
+        let answers = ids.enumerated().sorted { abs($0.offset - 20) < abs($1.offset - 20) }.map(\.element)
+        for (n, id) in answers.enumerated() {
+            if n % 2 == 0 {
+                #expect(m.answer(id) == (reset.contains(id) ? .drop : .send))
+            } else {
+                #expect(m.lookupCompleted(id) == !reset.contains(id))
+                if !reset.contains(id) { #expect(m.answer(id) == .send) }
+            }
+            #expect(m.isClosedStream(id))
+            #expect(m.answer(id) == .drop, "answered once")
+        }
+        #expect(m.inFlight == 0 && m.activeStreams == 0)
+    }
+
     @Test func resetsOfUnknownStreamsChangeNothing() {
         var m = machine()
         m.streamReset(9)
