@@ -34,6 +34,9 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
+        // The web notification center (TidingsWeb): HTTP and WebSocket on loopback.
+        .package(url: "https://github.com/hummingbird-project/hummingbird", exact: "2.28.1", traits: []),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", exact: "2.8.1"),
     ],
     targets: [
         // Vocabulary with no I/O: APNs wire values, the notification value model, IPC messages.
@@ -140,6 +143,20 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The web notification center the daemon serves on loopback (docs/web-center.md).
+        .target(
+            name: "TidingsWeb",
+            dependencies: [
+                "TidingsCore", "TidingsEngine",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            resources: [.copy("Assets")],
+            swiftSettings: swiftSettings
+        ),
         // UIApplication's remote-notification registration and silent-push callback, for
         // apps on Linux (no UIKit): docs/remote-notifications.md.
         .target(
@@ -158,7 +175,7 @@ let package = Package(
         .executableTarget(
             name: "tidings",
             dependencies: [
-                "TidingsCore", "TidingsEngine", "TidingsDaemon", "TidingsGateway", "TidingsSQLite", "TidingsIPC",
+                "TidingsCore", "TidingsEngine", "TidingsDaemon", "TidingsGateway", "TidingsSQLite", "TidingsIPC", "TidingsWeb",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -301,6 +318,19 @@ let package = Package(
         .testTarget(
             name: "TidingsDaemonTests",
             dependencies: ["TidingsTestSupport", "TidingsDaemon", "TidingsTesting", "UserNotifications"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "TidingsWebTests",
+            dependencies: ["TidingsTestSupport", "TidingsWeb", "TidingsEngine", "TidingsTesting",
+                           .product(name: "HummingbirdTesting", package: "hummingbird")],
+            swiftSettings: swiftSettings
+        ),
+        // A test app for the browser tests (Tests/Browser): posts what the page must show.
+        .executableTarget(
+            name: "WebCenterTestApp",
+            dependencies: ["UserNotifications"],
+            path: "Tests/Fixtures/WebCenterTestApp",
             swiftSettings: swiftSettings
         ),
         .testTarget(

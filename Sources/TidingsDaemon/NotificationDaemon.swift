@@ -15,12 +15,16 @@ public struct DaemonConfiguration: Sendable {
         case grant
         /// Deny every app that asks.
         case deny
+        /// Ask in the web center's page (`consentProvider`; docs/web-center.md).
+        case web
     }
 
     public var dataDirectory: String
     /// The app socket; defaults to `daemon.sock` in the data directory.
     public var socketPath: String?
     public var consent: Consent
+    /// Who answers for `.web` (the web center); nil there denies, as no one could answer.
+    public var consentProvider: (any ConsentProvider)?
     /// Let `TIDINGS_BUNDLE_ID` name the app without checking the process's executable.
     public var developmentMode: Bool
     /// iOS's 64 pending requests per app, instead of no limit.
@@ -136,6 +140,7 @@ public func buildDaemon(_ configuration: DaemonConfiguration) async throws -> No
     case .prompt: TerminalConsent()
     case .grant: FixedConsent.autoGrant
     case .deny: FixedConsent.autoDeny
+    case .web: configuration.consentProvider ?? FixedConsent.autoDeny
     }
     var presenters = configuration.presenters
     if configuration.terminalPresenter { presenters.append(TerminalPresenter()) }
