@@ -96,7 +96,7 @@ public struct WebAccess: Sendable {
 
     static func queryValue(_ name: String, in query: String) -> String? {
         for pair in query.split(separator: "&") {
-            let parts = pair.split(separator: "=", maxSplits: 1)
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             if parts.count == 2, parts[0] == name[...] { return String(parts[1]).removingPercentEncoding }
         }
         return nil
