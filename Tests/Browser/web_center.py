@@ -273,6 +273,7 @@ def main():
             check("the stack's summary uses categorySummaryFormat and summaryArgument", more == "3 more messages from Ann and Bob", more)
             check("another thread is its own group", page.query_selector('#groups .group[data-thread="photos"]') is not None)
             if args.shots:
+                page.evaluate("document.querySelectorAll('.banner').forEach(b => b.remove())")
                 page.screenshot(path=os.path.join(args.shots, "web-center.png"))
 
             # A button and a text reply reach the app's delegate.
@@ -280,6 +281,8 @@ def main():
             page.wait_for_selector('#groups .group[data-thread="chat"] .card[data-id="chat-0"]')
             page.click('#groups .card[data-id="chat-0"]')
             page.wait_for_selector("#expanded:not([hidden])")
+            if args.shots:
+                page.screenshot(path=os.path.join(args.shots, "web-center-expanded.png"))
             buttons = page.eval_on_selector_all("#expanded .action", "bs => bs.map(b => [b.dataset.action, b.className])")
             check("the category's actions are buttons, the destructive one marked",
                   [b[0] for b in buttons] == ["reply", "like", "archive", "delete"] and "destructive" in dict(buttons)["delete"], str(buttons))
@@ -367,6 +370,16 @@ def bench(page, post, app, app_out, daemon, port, session, work):
     mark = app_out.mark()
     app.stdin.write(b'{"bulk": 10000, "threads": 100}\n'); app.stdin.flush()
     app_out.wait(r"^bulk done", timeout=600, start=mark)
+    # `add` returns when the request is durable; wait until all 10,000 are delivered.
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        started = time.time()
+        state = json.loads(request(port, "GET", "/api/state", {"Cookie": session})[2])
+        state_ms = (time.time() - started) * 1000
+        if sum(1 for n in state["notifications"] if n["identifier"].startswith("bulk-")) >= 10000:
+            break
+        time.sleep(1)
+    print("bench 10k /api/state: %.0f ms, %.1f MB of JSON" % (state_ms, len(json.dumps(state)) / 1e6), flush=True)
     page.close()
     page = page.context.new_page()
     client = page.context.new_cdp_session(page)

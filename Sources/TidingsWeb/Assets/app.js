@@ -357,7 +357,8 @@ function showBanner(n) {
   banner.classList.add("banner");
   if (persistent) banner.classList.add("persistent");
   $("#banners").prepend(banner);
-  while ($("#banners").children.length > 5) $("#banners").lastElementChild.remove();
+  // As on iOS, a new banner takes the place of older ones (two stay visible at most).
+  while ($("#banners").children.length > 2) $("#banners").lastElementChild.remove();
   requestAnimationFrame(() => {
     const shown = performance.timeOrigin + performance.now();
     banner.dataset.shown = String(shown);
