@@ -112,13 +112,17 @@ public final class WebCenter: Service {
         router.add(middleware: WebAccessMiddleware(center: self))
         addRoutes(to: router)
         let limits = configuration.limits
-        let idle = TimeAmount.nanoseconds(Int64(limits.idleTimeout.components.seconds) * 1_000_000_000)
+        let idle = TimeAmount.nanoseconds(limits.idleTimeout.components.seconds.saturatingMultiply(1_000_000_000).saturatingAdd(limits.idleTimeout.components.attoseconds / 1_000_000_000))
+        let webSocketResponder = router.buildResponder()
+        let wsConfiguration = HTTP1WebSocketUpgradeChannel.Configuration(
+            http1: .init(idleTimeout: idle),
+            ws: .init(maxFrameSize: limits.maximumWebSocketFrame, autoPing: .enabled(timePeriod: .seconds(30))))
         let app = Application(
             router: router,
-            server: .http1WebSocketUpgrade(
-                webSocketRouter: router,
-                configuration: .init(http1: .init(idleTimeout: idle),
-                                     ws: .init(maxFrameSize: limits.maximumWebSocketFrame, autoPing: .enabled(timePeriod: .seconds(30))))),
+            server: HTTPServerBuilder { responder in
+                IdleClosingChannel(base: HTTP1WebSocketUpgradeChannel(responder: responder, webSocketResponder: webSocketResponder, configuration: wsConfiguration),
+                                   timeout: idle)
+            },
             configuration: ApplicationConfiguration(address: .hostname(configuration.host, port: listenPort), serverName: nil,
                                                     availableConnectionsDelegate: MaximumAvailableConnections(limits.maximumConnections)),
             onServerRunning: { [self] channel in
