@@ -26,6 +26,7 @@ import urllib.parse
 import zlib
 
 APP = "com.example.webtest"
+QUIET = "com.example.webquiet"
 results = []
 
 
@@ -250,6 +251,15 @@ def main():
             if args.shots:
                 page.screenshot(path=os.path.join(args.shots, "web-center-banner.png"), clip={"x": 200, "y": 40, "width": 500, "height": 150})
 
+            # The expanded notification shows the attachment at full size.
+            page.evaluate("document.querySelectorAll('.banner').forEach(b => b.remove())")
+            page.click('#groups .card[data-id="photo"] .title')
+            page.wait_for_selector("#expanded:not([hidden]) .media img.attachment")
+            width = page.evaluate("""() => new Promise(r => { const i = document.querySelector('#expanded .media img.attachment');
+                                     i.complete ? r(i.naturalWidth) : (i.onload = () => r(i.naturalWidth)); })""")
+            check("the expanded notification shows the image at full size", width == 160, str(width))
+            page.click("#expanded .close")
+
             # Markup in a title or body is text.
             post({"id": "markup", "title": '<img src=x onerror="window.pwned=1"><b>bold</b>', "body": "<script>window.pwned=2</script>&amp;"})
             page.wait_for_selector('.card[data-id="markup"]', timeout=10000)
@@ -337,6 +347,27 @@ def main():
             check("a hidden preview's body never reaches the page", "the private text" not in state)
             request(port, "POST", "/api/settings", {"Cookie": session, "Origin": origin, "X-Tidings-CSRF": csrf},
                     json.dumps({"app": APP, "change": {"showPreviews": 0, "sound": 2}}))
+
+            # Provisional authorization: no prompt, delivered quietly to the center.
+            quiet_dir = os.path.join(work, "quiet")
+            os.makedirs(quiet_dir, exist_ok=True)
+            with open(os.path.join(quiet_dir, "manifest.json"), "w") as f:
+                json.dump({"bundleIdentifier": QUIET, "displayName": "Quiet", "executable": os.path.abspath(args.app)}, f)
+            subprocess.run([args.tidings, "apps", "install", os.path.join(quiet_dir, "manifest.json"), "--data-dir", data_dir], capture_output=True, env=env)
+            quiet = subprocess.Popen([args.app], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     env=dict(env, TIDINGS_SOCKET=os.path.join(data_dir, "daemon.sock"), TIDINGS_BUNDLE_ID=QUIET, WEB_TEST_PROVISIONAL="1"))
+            try:
+                quiet_out = Lines(quiet, os.path.join(work, "quiet.log"))
+                check("provisional authorization is granted without a prompt", quiet_out.wait(r"^authorized true$") and page.is_hidden("#consent"))
+                quiet_out.wait(r"^ready$")
+                quiet.stdin.write(b'{"id": "hush", "title": "Quietly", "body": "no banner"}\n'); quiet.stdin.flush()
+                quiet_out.wait(r"^added hush")
+                page.wait_for_selector('#groups .card[data-app="%s"][data-id="hush"]' % QUIET, timeout=10000)
+                time.sleep(0.3)
+                banners = page.evaluate("window.tidingsTrace.banners.filter(b => b.id === 'hush').length")
+                check("provisional delivers quietly: in the center, no banner", banners == 0, str(banners))
+            finally:
+                quiet.terminate(); quiet.wait(10)
 
             if args.bench:
                 bench(page, post, app, app_out, daemon, port, session, work)

@@ -48,7 +48,7 @@ import Glibc
 
     /// One request on a connection of its own; the status code, or nil when the server
     /// closed without answering within `timeout`.
-    static func send(_ port: Int, _ raw: String, timeout: Double = 5) -> Int? {
+    static func send(_ port: Int, _ raw: String, timeout: Double = 30) -> Int? {
         let fd = connectTo(port)
         guard fd >= 0 else { return nil }
         defer { close(fd) }

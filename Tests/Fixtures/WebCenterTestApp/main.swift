@@ -73,7 +73,10 @@ struct WebCenterTestApp {
         let center = UNUserNotificationCenter.current()
         let delegate = Delegate()
         center.delegate = delegate
-        let granted = try await center.requestAuthorization(options: [.alert, .sound, .badge, .providesAppNotificationSettings])
+        // WEB_TEST_PROVISIONAL=1: ask for provisional authorization (no prompt, quiet delivery).
+        var options: UNAuthorizationOptions = [.alert, .sound, .badge, .providesAppNotificationSettings]
+        if ProcessInfo.processInfo.environment["WEB_TEST_PROVISIONAL"] != nil { options.insert(.provisional) }
+        let granted = try await center.requestAuthorization(options: options)
         say("authorized \(granted)")
         let reply = UNTextInputNotificationAction(identifier: "reply", title: "Reply", options: [], textInputButtonTitle: "Send", textInputPlaceholder: "Say something…")
         let like = UNNotificationAction(identifier: "like", title: "Like", options: [])
