@@ -61,7 +61,7 @@ let package = Package(
         ),
         .target(
             name: "UserNotificationsUI",
-            dependencies: ["UserNotifications"],
+            dependencies: ["UserNotifications", "TidingsCore"],
             swiftSettings: swiftSettings
         ),
         // Store protocols and the in-memory stores; one conformance suite covers every backend.
@@ -229,6 +229,21 @@ let package = Package(
             name: "TestServiceExtension",
             dependencies: ["UserNotifications"],
             path: "Tests/Fixtures/TestServiceExtension",
+            swiftSettings: swiftSettings
+        ),
+        // Content extensions (docs/content-extensions.md): the seeds' example and a test
+        // fixture that misbehaves on request.
+        .executableTarget(
+            name: "PresentItemsContentExtension",
+            dependencies: ["UserNotificationsUI"],
+            path: "Examples/ContentExtension/Sources",
+            // The seeds' code as written for iOS: Swift 5 language mode, as the seeds' test target.
+            swiftSettings: [.swiftLanguageMode(.v5)]
+        ),
+        .executableTarget(
+            name: "TestContentExtension",
+            dependencies: ["UserNotificationsUI"],
+            path: "Tests/Fixtures/TestContentExtension",
             swiftSettings: swiftSettings
         ),
         // `swift run -c release ExtensionBenchmark`: see docs/benchmarks.md.
