@@ -240,6 +240,13 @@ let package = Package(
             // The seeds' code as written for iOS: Swift 5 language mode, as the seeds' test target.
             swiftSettings: [.swiftLanguageMode(.v5)]
         ),
+        // `.build/debug/ContentExtensionBenchmark`: see docs/benchmarks.md, "Content extensions".
+        .executableTarget(
+            name: "ContentExtensionBenchmark",
+            dependencies: ["TidingsCore", "TidingsDaemon", "TidingsEngine", "TidingsTesting", .product(name: "Logging", package: "swift-log")],
+            path: "Benchmarks/ContentExtensions",
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "TestContentExtension",
             dependencies: ["UserNotificationsUI"],
