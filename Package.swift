@@ -64,7 +64,7 @@ let package = Package(
         ),
         .target(
             name: "UserNotificationsUI",
-            dependencies: ["UserNotifications"],
+            dependencies: ["UserNotifications", "TidingsCore"],
             swiftSettings: swiftSettings
         ),
         // Store protocols and the in-memory stores; one conformance suite covers every backend.
@@ -246,6 +246,28 @@ let package = Package(
             name: "TestServiceExtension",
             dependencies: ["UserNotifications"],
             path: "Tests/Fixtures/TestServiceExtension",
+            swiftSettings: swiftSettings
+        ),
+        // Content extensions (docs/content-extensions.md): the seeds' example and a test
+        // fixture that misbehaves on request.
+        .executableTarget(
+            name: "PresentItemsContentExtension",
+            dependencies: ["UserNotificationsUI"],
+            path: "Examples/ContentExtension/Sources",
+            // The seeds' code as written for iOS: Swift 5 language mode, as the seeds' test target.
+            swiftSettings: [.swiftLanguageMode(.v5)]
+        ),
+        // `.build/debug/ContentExtensionBenchmark`: see docs/benchmarks.md, "Content extensions".
+        .executableTarget(
+            name: "ContentExtensionBenchmark",
+            dependencies: ["TidingsCore", "TidingsDaemon", "TidingsEngine", "TidingsTesting", .product(name: "Logging", package: "swift-log")],
+            path: "Benchmarks/ContentExtensions",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "TestContentExtension",
+            dependencies: ["UserNotificationsUI"],
+            path: "Tests/Fixtures/TestContentExtension",
             swiftSettings: swiftSettings
         ),
         // `swift run -c release ExtensionBenchmark`: see docs/benchmarks.md.
