@@ -56,15 +56,17 @@ public struct WebAccess: Sendable {
     }
 
     /// Paths anyone who reaches the center may fetch: the page's static files, no data.
+    /// `/x/…`: a content extension frame's capability URLs (an unguessable token per open view).
     public static func isPublic(_ path: String) -> Bool {
-        path.hasPrefix("/assets/") || path == "/favicon.ico"
+        path.hasPrefix("/assets/") || path == "/favicon.ico" || path.hasPrefix("/x/")
     }
 
     public func decide(_ head: Head) -> Decision {
         guard let host = head.host?.lowercased(), authorities.contains(host) else {
             return .refuse(status: 421, reason: "this web center answers only to \(authorities.sorted().joined(separator: ", ")) (Host: \(head.host.map { String($0.prefix(100)) } ?? "missing"))")
         }
-        if let origin = head.origin {
+        // A content extension's frame has an opaque origin: its requests may say `null`.
+        if let origin = head.origin, !(origin == "null" && head.path.hasPrefix("/x/") && head.method == "GET") {
             guard origin.hasPrefix("http://"), authorities.contains(String(origin.dropFirst(7)).lowercased()) else {
                 return .refuse(status: 403, reason: "requests from another origin are refused")
             }

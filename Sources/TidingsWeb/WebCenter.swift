@@ -64,9 +64,13 @@ public final class WebCenter: Service {
     public let hub: WebHub
     public let secret: WebSecret
     let admin: Admin
+    /// Runs content extensions for the expanded view's slot; nil: the slot stays empty.
+    let contentExtensions: (any WebContentExtensions)?
+    let frames = ExtensionFrames()
     private let ready = Mutex<(access: WebAccess?, waiting: [CheckedContinuation<URL, Never>])>((nil, []))
 
-    public init(configuration: WebCenterConfiguration, hub: WebHub, admin: @escaping Admin, settings: @escaping @Sendable (String) async -> NotificationSettingsValue?) throws {
+    public init(configuration: WebCenterConfiguration, hub: WebHub, admin: @escaping Admin, settings: @escaping @Sendable (String) async -> NotificationSettingsValue?, contentExtensions: (any WebContentExtensions)? = nil) throws {
+        self.contentExtensions = contentExtensions
         self.configuration = configuration
         self.hub = hub
         self.admin = admin
@@ -111,6 +115,7 @@ public final class WebCenter: Service {
         let router = Router(context: BasicWebSocketRequestContext.self)
         router.add(middleware: WebAccessMiddleware(center: self))
         addRoutes(to: router)
+        addExtensionRoutes(to: router)
         let limits = configuration.limits
         let idle = TimeAmount.nanoseconds(limits.idleTimeout.components.seconds.saturatingMultiply(1_000_000_000).saturatingAdd(limits.idleTimeout.components.attoseconds / 1_000_000_000))
         let webSocketResponder = router.buildResponder()
@@ -188,6 +193,13 @@ struct WebAccessMiddleware<Context: RequestContext>: RouterMiddleware {
             // The reason names no secret; the query (which may hold a wrong key) is not logged.
             center.configuration.logger.notice("web center request refused", metadata: ["path": "\(head.path.prefix(100))", "status": "\(status)"])
             response = WebResponses.text(reason, status: HTTPResponse.Status(code: status))
+        }
+        // A content extension's frame (opaque origin) keeps its own policy, may be framed by
+        // the page, and loads its attachments cross-origin.
+        if head.path.hasPrefix("/x/") {
+            response.headers[.xContentTypeOptions] = "nosniff"
+            response.headers[HTTPField.Name("Referrer-Policy")!] = "no-referrer"
+            return response
         }
         WebResponses.secure(&response.headers)
         return response

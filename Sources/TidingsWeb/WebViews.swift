@@ -50,6 +50,8 @@ struct NotificationView: Codable, Sendable {
     /// Previews hidden: body (and title, subtitle unless the category shows them) withheld.
     var previewsHidden: Bool
     var thread: String
+    /// The content's category identifier (registered or not: it picks a content extension).
+    var categoryIdentifier: String
     var interruptionLevel: String
     var relevanceScore: Double
     var summaryArgument: String
@@ -75,6 +77,7 @@ struct NotificationView: Codable, Sendable {
         subtitle = hidden && options & CategoryValue.hiddenPreviewsShowSubtitle == 0 ? "" : content.subtitle
         body = hidden ? "" : content.body
         thread = content.threadIdentifier
+        categoryIdentifier = content.categoryIdentifier
         interruptionLevel = switch content.interruptionLevel {
         case .passive: "passive"
         case .timeSensitive: "timeSensitive"
@@ -154,8 +157,9 @@ enum WebEvent: Encodable {
     case consent(ConsentPromptView)
     case consentAnswered(id: Int)
     case settings(app: String, settings: NotificationSettingsValue)
+    case extensionEvent(session: UInt64, ExtensionOutcomePayload)
 
-    private enum Keys: String, CodingKey { case type, notification, app, identifiers, count, prompt, id, settings }
+    private enum Keys: String, CodingKey { case type, notification, app, identifiers, count, prompt, id, settings, session, outcome }
 
     func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: Keys.self)
@@ -177,6 +181,10 @@ enum WebEvent: Encodable {
         case .consentAnswered(let id):
             try c.encode("consentAnswered", forKey: .type)
             try c.encode(id, forKey: .id)
+        case .extensionEvent(let session, let outcome):
+            try c.encode("extension", forKey: .type)
+            try c.encode(session, forKey: .session)
+            try c.encode(outcome, forKey: .outcome)
         case .settings(let app, let settings):
             try c.encode("settings", forKey: .type)
             try c.encode(app, forKey: .app)

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import ServiceLifecycle
+import Synchronization
 import TidingsCore
 import TidingsDaemon
 import TidingsEngine
@@ -42,7 +43,8 @@ struct WebOptions: ParsableArguments {
         configuration.logger[metadataKey: "component"] = "web"
         return try WebCenter(configuration: configuration, hub: hub,
                              admin: { await engine.handleAdmin($0) },
-                             settings: { try? await engine.settings($0) })
+                             settings: { try? await engine.settings($0) },
+                             contentExtensions: daemon.contentExtensionHost.map { DaemonContentExtensions(host: $0) })
     }
 
     /// Prints the address (with the key, once) when the center listens.
@@ -79,5 +81,78 @@ struct Open: AsyncParsableCommand {
             throw CLIError("cannot read the web center's key in \(WebSecret.path(dataDirectory: directory)) (it is readable by its owner only)")
         }
         print(address + "?key=" + secret.value)
+    }
+}
+
+/// The daemon's content extension host as the web center's `WebContentExtensions`: the
+/// frame's document, policy, sandbox and size come from `ContentExtensionFrame`, so the
+/// rules live in one place (docs/content-extensions.md).
+final class DaemonContentExtensions: WebContentExtensions {
+    let host: ContentExtensionHost
+
+    init(host: ContentExtensionHost) { self.host = host }
+    /// Each open view's declaration and the center's origin, for views the events carry.
+    let declarations = Mutex<[UInt64: (ContentExtensionDeclaration, String)]>([:])
+
+    func open(app: String, identifier: String, frameOrigin: String,
+              attachmentURLs: @escaping @Sendable (UInt64, DeliveredNotificationValue) -> [String]) async throws -> WebExtensionView {
+        let session = try await host.open(bundleIdentifier: app, notificationIdentifier: identifier, attachmentURLs: attachmentURLs)
+        declarations.withLock { $0[session.id] = (session.declaration, frameOrigin) }
+        return Self.view(session.id, session.view, session.declaration, origin: frameOrigin, failure: session.failure)
+    }
+
+    func perform(session: UInt64, action: String, text: String?) async throws -> WebExtensionOutcome {
+        let outcome = try await host.perform(session: session, actionIdentifier: action, text: text)
+        return map(outcome, session: session)
+    }
+
+    func close(session: UInt64) async {
+        await host.close(session: session)
+        declarations.withLock { $0[session] = nil }
+    }
+
+    func events(session: UInt64) async -> AsyncStream<WebExtensionOutcome> {
+        let events = await host.events(session: session)
+        return AsyncStream { continuation in
+            let task = Task {
+                for await event in events {
+                    switch event {
+                    case .rendered(let view):
+                        if let (declaration, origin) = declarations.withLock({ $0[session] }) {
+                            continuation.yield(.rendered(Self.view(session, view, declaration, origin: origin, failure: nil)))
+                        }
+                    case .dismissed: continuation.yield(.dismissed)
+                    case .forwarded: continuation.yield(.forwarded)
+                    case .failed(let why): continuation.yield(.failed(why))
+                    }
+                }
+                declarations.withLock { $0[session] = nil }
+                continuation.finish()
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+
+    func map(_ outcome: ContentExtensionOutcome, session: UInt64) -> WebExtensionOutcome {
+        switch outcome {
+        case .rendered(let open):
+            let origin = declarations.withLock { $0[session]?.1 } ?? ""
+            return .rendered(Self.view(open.id, open.view, open.declaration, origin: origin, failure: open.failure))
+        case .dismissed: return .dismissed
+        case .forwarded: return .forwarded
+        case .failed(let why): return .failed(why)
+        }
+    }
+
+    static func view(_ session: UInt64, _ view: ContentExtensionViewValue?, _ declaration: ContentExtensionDeclaration, origin: String, failure: String?) -> WebExtensionView {
+        WebExtensionView(
+            session: session,
+            document: view.map { ContentExtensionFrame.document(view: $0, declaration: declaration, attachmentOrigin: origin) },
+            contentSecurityPolicy: ContentExtensionFrame.contentSecurityPolicy(declaration: declaration, attachmentOrigin: origin),
+            sandbox: ContentExtensionFrame.sandbox(declaration: declaration),
+            heightRatio: ContentExtensionFrame.height(forWidth: 1, view: view, declaration: declaration),
+            defaultContentHidden: declaration.defaultContentHidden,
+            title: declaration.overridesDefaultTitle ? view?.title : nil,
+            actions: view?.actions ?? [], failure: failure)
     }
 }

@@ -107,6 +107,9 @@ function handle(event) {
       state.prompts = state.prompts.filter((p) => p.id !== event.id);
       showNextPrompt();
       break;
+    case "extension":
+      if (event.session === extensionSession) extensionOutcome(event.outcome);
+      break;
     case "settings": {
       const app = state.apps.get(event.app);
       if (app) app.settings = event.settings;
@@ -428,9 +431,83 @@ function expand(n) {
   const slot = $(".extension-slot", overlay);
   slot.replaceChildren();
   slot.hidden = true;
+  extensionSession = null;
+  delete overlay.dataset.extension;
+  $(".default-content", overlay).hidden = false;
+  $(".media", overlay).hidden = false;
   renderActions(n.category?.actions ?? []);
   $(".reply", overlay).hidden = true;
   overlay.hidden = false;
+  const categories = state.apps.get(n.app)?.contentExtensionCategories ?? [];
+  if (n.categoryIdentifier && categories.includes(n.categoryIdentifier)) openExtension(n);
+}
+
+// MARK: Content extensions (docs/content-extensions.md)
+
+let extensionSession = null;
+
+async function openExtension(n) {
+  const overlay = $("#expanded");
+  overlay.dataset.extension = "opening";
+  let view;
+  try {
+    view = await (await post("/api/extension/open", { app: n.app, identifier: n.identifier })).json();
+  } catch (error) {
+    overlay.dataset.extension = "failed";
+    return;
+  }
+  if (expandedNotification !== n) { if (view.frame) post("/api/extension/close", { session: view.session }); return; }
+  showExtensionView(view);
+}
+
+// The extension's view in a sandboxed frame of its own (opaque origin, its own CSP; scripts
+// only when the manifest allows interaction), or the default content when it failed.
+function showExtensionView(view) {
+  const overlay = $("#expanded");
+  const slot = $(".extension-slot", overlay);
+  if (!view.frame) { extensionFailed(view.failure); return; }
+  extensionSession = view.session;
+  let frame = slot.querySelector("iframe");
+  if (!frame || frame.getAttribute("sandbox") !== view.sandbox) {
+    frame = document.createElement("iframe");
+    frame.setAttribute("sandbox", view.sandbox);
+    frame.setAttribute("title", "Content extension");
+    frame.setAttribute("referrerpolicy", "no-referrer");
+    slot.replaceChildren(frame);
+  }
+  frame.src = view.frame;
+  slot.hidden = false;
+  const width = slot.clientWidth || $(".expanded", overlay).clientWidth || 416;
+  frame.style.height = Math.round(width * view.heightRatio) + "px";
+  $(".default-content", overlay).hidden = view.defaultContentHidden;
+  // The extension draws the attachments it wants; the default content keeps its text.
+  $(".media", overlay).hidden = true;
+  if (view.title) $(".app-name", overlay).textContent = view.title;
+  renderActions(view.actions);
+  overlay.dataset.extension = "open";
+}
+
+function extensionFailed(why) {
+  const overlay = $("#expanded");
+  extensionSession = null;
+  $(".extension-slot", overlay).replaceChildren();
+  $(".extension-slot", overlay).hidden = true;
+  $(".default-content", overlay).hidden = false;
+  $(".media", overlay).hidden = false;
+  overlay.dataset.extension = "failed";
+  if (why) console.warn("content extension:", why);
+}
+
+// What an action in the view, or the extension on its own, led to.
+function extensionOutcome(result) {
+  switch (result.outcome) {
+    case "rendered": showExtensionView(result.view); break;
+    case "dismissed": closeExpanded(); break;
+    case "forwarded":
+      if (expandedNotification) state.notifications.delete(key(expandedNotification.app, expandedNotification.identifier));
+      closeExpanded(); scheduleRender(); break;
+    case "failed": extensionFailed(result.failure); closeExpanded(); break;
+  }
 }
 
 function renderActions(actions) {
@@ -460,13 +537,23 @@ async function chooseAction(action) {
     input.focus();
     return;
   }
+  if (extensionSession !== null) { await extensionAction(action.identifier); return; }
   await respond(n, action.identifier);
+}
+
+async function extensionAction(action, text) {
+  const body = { session: extensionSession, action };
+  if (text !== undefined) body.text = text;
+  $("#expanded .reply").hidden = true;
+  const result = await (await post("/api/extension/action", body)).json();
+  extensionOutcome(result);
 }
 
 $("#expanded .reply").addEventListener("submit", async (event) => {
   event.preventDefault();
   const form = event.currentTarget;
   if (!expandedNotification) return;
+  if (extensionSession !== null) { await extensionAction(form.dataset.action, $(".reply-text", form).value); return; }
   await respond(expandedNotification, form.dataset.action, $(".reply-text", form).value);
 });
 
@@ -487,6 +574,7 @@ $("#expanded .default-content").addEventListener("click", (event) => {
 });
 
 function closeExpanded() {
+  if (extensionSession !== null) { post("/api/extension/close", { session: extensionSession }).catch(() => {}); extensionSession = null; }
   $("#expanded").hidden = true;
   $("#expanded .extension-slot").replaceChildren();
   expandedNotification = null;
