@@ -35,6 +35,10 @@ let package = Package(
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
+
+        // The web notification center (TidingsWeb): HTTP and WebSocket on loopback.
+        .package(url: "https://github.com/hummingbird-project/hummingbird", exact: "2.28.1", traits: []),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", exact: "2.8.1"),
     ],
     targets: [
         // Vocabulary with no I/O: APNs wire values, the notification value model, IPC messages.
@@ -62,7 +66,7 @@ let package = Package(
         ),
         .target(
             name: "UserNotificationsUI",
-            dependencies: ["UserNotifications"],
+            dependencies: ["UserNotifications", "TidingsCore"],
             swiftSettings: swiftSettings
         ),
         // Store protocols and the in-memory stores; one conformance suite covers every backend.
@@ -154,6 +158,20 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The web notification center the daemon serves on loopback (docs/web-center.md).
+        .target(
+            name: "TidingsWeb",
+            dependencies: [
+                "TidingsCore", "TidingsEngine",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            resources: [.copy("Assets")],
+            swiftSettings: swiftSettings
+        ),
         // UIApplication's remote-notification registration and silent-push callback, for
         // apps on Linux (no UIKit): docs/remote-notifications.md.
         .target(
@@ -173,6 +191,8 @@ let package = Package(
             name: "tidings",
             dependencies: [
                 "TidingsCore", "TidingsEngine", "TidingsDaemon", "TidingsGateway", "TidingsSQLite", "TidingsIPC", "TidingsPostgres",
+
+                "TidingsCore", "TidingsEngine", "TidingsDaemon", "TidingsGateway", "TidingsSQLite", "TidingsIPC", "TidingsWeb",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -245,6 +265,28 @@ let package = Package(
             path: "Tests/Fixtures/TestServiceExtension",
             swiftSettings: swiftSettings
         ),
+        // Content extensions (docs/content-extensions.md): the seeds' example and a test
+        // fixture that misbehaves on request.
+        .executableTarget(
+            name: "PresentItemsContentExtension",
+            dependencies: ["UserNotificationsUI"],
+            path: "Examples/ContentExtension/Sources",
+            // The seeds' code as written for iOS: Swift 5 language mode, as the seeds' test target.
+            swiftSettings: [.swiftLanguageMode(.v5)]
+        ),
+        // `.build/debug/ContentExtensionBenchmark`: see docs/benchmarks.md, "Content extensions".
+        .executableTarget(
+            name: "ContentExtensionBenchmark",
+            dependencies: ["TidingsCore", "TidingsDaemon", "TidingsEngine", "TidingsTesting", .product(name: "Logging", package: "swift-log")],
+            path: "Benchmarks/ContentExtensions",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "TestContentExtension",
+            dependencies: ["UserNotificationsUI"],
+            path: "Tests/Fixtures/TestContentExtension",
+            swiftSettings: swiftSettings
+        ),
         // `swift run -c release ExtensionBenchmark`: see docs/benchmarks.md.
         .executableTarget(
             name: "ExtensionBenchmark",
@@ -315,6 +357,19 @@ let package = Package(
         .testTarget(
             name: "TidingsDaemonTests",
             dependencies: ["TidingsTestSupport", "TidingsDaemon", "TidingsTesting", "UserNotifications"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "TidingsWebTests",
+            dependencies: ["TidingsTestSupport", "TidingsWeb", "TidingsEngine", "TidingsTesting",
+                           .product(name: "HummingbirdTesting", package: "hummingbird")],
+            swiftSettings: swiftSettings
+        ),
+        // A test app for the browser tests (Tests/Browser): posts what the page must show.
+        .executableTarget(
+            name: "WebCenterTestApp",
+            dependencies: ["UserNotifications"],
+            path: "Tests/Fixtures/WebCenterTestApp",
             swiftSettings: swiftSettings
         ),
         .testTarget(

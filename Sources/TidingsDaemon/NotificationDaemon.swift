@@ -15,12 +15,16 @@ public struct DaemonConfiguration: Sendable {
         case grant
         /// Deny every app that asks.
         case deny
+        /// Ask in the web center's page (`consentProvider`; docs/web-center.md).
+        case web
     }
 
     public var dataDirectory: String
     /// The app socket; defaults to `daemon.sock` in the data directory.
     public var socketPath: String?
     public var consent: Consent
+    /// Who answers for `.web` (the web center); nil there denies, as no one could answer.
+    public var consentProvider: (any ConsentProvider)?
     /// Let `TIDINGS_BUNDLE_ID` name the app without checking the process's executable.
     public var developmentMode: Bool
     /// iOS's 64 pending requests per app, instead of no limit.
@@ -39,6 +43,9 @@ public struct DaemonConfiguration: Sendable {
     /// How apps' notification service extensions run (deadline, grace, memory limit,
     /// reuse); nil: the defaults, with containers in `<data dir>/extensions`.
     public var serviceExtensions: ServiceExtensionConfiguration?
+    /// How content extensions run (deadline, limits); nil: the defaults, with containers in
+    /// `<data dir>/extensions`.
+    public var contentExtensions: ContentExtensionConfiguration?
     /// Frame size, hello timeout and connection cap of the app socket (docs/security.md).
     public var appSocket = AppSocketLimits()
 
@@ -67,13 +74,16 @@ public final class NotificationDaemon: Service {
     public let gatewayLink: GatewayLink?
     /// Runs service extensions for the engine's remote pipeline.
     public let serviceExtensionRunner: ServiceExtensionRunner?
+    /// Runs content extensions for a notification center (docs/content-extensions.md).
+    public let contentExtensionHost: ContentExtensionHost?
 
-    init(engine: NotificationEngine, server: AppSocketServer, configuration: DaemonConfiguration, gatewayLink: GatewayLink? = nil, serviceExtensionRunner: ServiceExtensionRunner? = nil) {
+    init(engine: NotificationEngine, server: AppSocketServer, configuration: DaemonConfiguration, gatewayLink: GatewayLink? = nil, serviceExtensionRunner: ServiceExtensionRunner? = nil, contentExtensionHost: ContentExtensionHost? = nil) {
         self.engine = engine
         self.server = server
         self.configuration = configuration
         self.gatewayLink = gatewayLink
         self.serviceExtensionRunner = serviceExtensionRunner
+        self.contentExtensionHost = contentExtensionHost
     }
 
     public var socketPath: String { server.path }
@@ -97,6 +107,7 @@ public final class NotificationDaemon: Service {
         }
         await server.close()
         await serviceExtensionRunner?.shutdown()
+        await contentExtensionHost?.shutdown()
     }
 }
 
@@ -136,9 +147,14 @@ public func buildDaemon(_ configuration: DaemonConfiguration) async throws -> No
     case .prompt: TerminalConsent()
     case .grant: FixedConsent.autoGrant
     case .deny: FixedConsent.autoDeny
+    case .web: configuration.consentProvider ?? FixedConsent.autoDeny
     }
     var presenters = configuration.presenters
     if configuration.terminalPresenter { presenters.append(TerminalPresenter()) }
+    var contentConfiguration = configuration.contentExtensions ?? ContentExtensionConfiguration(containerRoot: configuration.dataDirectory + "/extensions")
+    if contentConfiguration.environment["TIDINGS_SOCKET"] == nil { contentConfiguration.environment["TIDINGS_SOCKET"] = socketPath }
+    let contentExtensionHost = ContentExtensionHost(configuration: contentConfiguration, clock: configuration.clock, logger: configuration.logger)
+    presenters.append(contentExtensionHost)
     var extensionConfiguration = configuration.serviceExtensions ?? ServiceExtensionConfiguration(containerRoot: configuration.dataDirectory + "/extensions")
     // No attachment from the data directory (the daemon's files, other apps' stores, the
     // service extensions' containers): the runner allows each extension's own container
@@ -165,7 +181,9 @@ public func buildDaemon(_ configuration: DaemonConfiguration) async throws -> No
                         clock: configuration.clock, logger: configuration.logger)
     }
     await engine.setRemote(link: gatewayLink, configuration: configuration.remote)
+    await contentExtensionHost.attach(engine: engine)
     let server = try await AppSocketServer.bind(path: socketPath, limits: configuration.appSocket)
     configuration.logger.info("notification daemon listening", metadata: ["socket": "\(socketPath)", "data": "\(configuration.dataDirectory)"])
-    return NotificationDaemon(engine: engine, server: server, configuration: configuration, gatewayLink: gatewayLink, serviceExtensionRunner: serviceExtensionRunner)
+    return NotificationDaemon(engine: engine, server: server, configuration: configuration, gatewayLink: gatewayLink, serviceExtensionRunner: serviceExtensionRunner,
+                              contentExtensionHost: contentExtensionHost)
 }

@@ -11,7 +11,9 @@ import TidingsGateway
 struct DaemonOptions: ParsableArguments {
     @OptionGroup var location: LocationOptions
 
-    @Option(help: "How the person answers authorization requests: prompt (on this terminal), grant or deny. Default: prompt when this is a terminal, else deny.")
+    @OptionGroup var web: WebOptions
+
+    @Option(help: "How the person answers authorization requests: web (in the web center's page), prompt (on this terminal), grant or deny. Default: web (prompt with --no-web) when this is a terminal, else deny.")
     var consent: DaemonConfiguration.Consent?
 
     @Flag(help: "Development mode: an app may name itself with TIDINGS_BUNDLE_ID without being installed from a manifest.")
@@ -33,7 +35,7 @@ struct DaemonOptions: ParsableArguments {
     var backgroundPushBudget: Int = 3
 
     func configuration(logger: Logger) -> DaemonConfiguration {
-        let consent = consent ?? (isatty(STDIN_FILENO) == 1 ? .prompt : .deny)
+        let consent = consent ?? (isatty(STDIN_FILENO) == 1 ? (web.enabled ? .web : .prompt) : .deny)
         var configuration = DaemonConfiguration(
             dataDirectory: location.resolvedDataDirectory,
             socketPath: location.socket,
@@ -70,7 +72,7 @@ struct Serve: AsyncParsableCommand {
         try gatewayAddresses.apply(to: &gatewayConfiguration)
         gatewayConfiguration.logger = logger
         let gateway = try buildGateway(gatewayConfiguration)
-        let daemon = DaemonOnGateway(gateway: gateway, gatewayConfiguration: gatewayConfiguration, configuration: options.configuration(logger: logger))
+        let daemon = DaemonOnGateway(gateway: gateway, web: options.web, gatewayConfiguration: gatewayConfiguration, configuration: options.configuration(logger: logger))
         // One group, one signal handler: on SIGTERM or SIGINT the daemon stops first (it is
         // last in the list), then the gateway sends GOAWAY and drains.
         try await ServiceGroup(services: [gateway, daemon], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger).run()
@@ -81,6 +83,7 @@ struct Serve: AsyncParsableCommand {
 /// channel like any device, trusting the gateway's certificate from the data directory.
 struct DaemonOnGateway: Service {
     let gateway: Gateway
+    let web: WebOptions
     let gatewayConfiguration: GatewayConfiguration
     var configuration: DaemonConfiguration
 
@@ -93,10 +96,11 @@ struct DaemonOnGateway: Service {
         link.environment = gatewayConfiguration.environment
         var configuration = configuration
         configuration.gateway = link
+        let hub = web.prepare(&configuration)
         let daemon = try await buildDaemon(configuration)
         say("tidings: daemon socket \(daemon.socketPath) (consent: \(configuration.consent.rawValue))")
         GatewayCommand.announce(addresses, gatewayConfiguration)
-        try await daemon.run()
+        try await runDaemon(daemon, web: hub.map { try web.center(hub: $0, daemon: daemon, logger: configuration.logger) })
     }
 }
 
@@ -126,9 +130,12 @@ struct Daemon: AsyncParsableCommand {
             link.environment = environment
             configuration.gateway = link
         }
+        let hub = options.web.prepare(&configuration)
         let daemon = try await buildDaemon(configuration)
         say("tidings: daemon socket \(daemon.socketPath) (consent: \(configuration.consent.rawValue))" + (gateway.map { "; gateway \($0)" } ?? ""))
-        let group = ServiceGroup(services: [daemon], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        let center = try hub.map { try options.web.center(hub: $0, daemon: daemon, logger: logger) }
+        let group = ServiceGroup(services: [daemon] + (center.map { [$0] } ?? []), gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        if let center { Task { await WebOptions.announce(center) } }
         try await group.run()
     }
 }

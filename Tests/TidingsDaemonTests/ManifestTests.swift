@@ -51,6 +51,8 @@ struct ManifestTests {
         (#"{"bundleIdentifier": "com.example.a", "executable": "bin/App", "extensions": [{"bundleIdentifier": "com.other.x", "point": "service", "executable": "bin/Service"}]}"#, "prefix"),
         (#"{"bundleIdentifier": "com.example.a", "executable": "bin/App", "extensions": [{"bundleIdentifier": "com.example.a.x", "point": "widget", "executable": "bin/Service"}]}"#, "unknown point"),
         ("not json", "is not a valid manifest"),
+        (#"{"bundleIdentifier": "com.example.a", "executable": "bin/App", "extensions": [{"bundleIdentifier": "com.example.a.c", "point": "content", "executable": "bin/Service"}]}"#, "needs UNNotificationExtensionCategory"),
+        (#"{"bundleIdentifier": "com.example.a", "executable": "bin/App", "extensions": [{"bundleIdentifier": "com.example.a.c", "point": "content", "executable": "bin/Service", "attributes": {"UNNotificationExtensionCategory": "x", "UNNotificationExtensionInitialContentSizeRatio": -1}}]}"#, "must be above 0"),
     ])
     func invalid(json: String, message: String) throws {
         let path = try write(json)

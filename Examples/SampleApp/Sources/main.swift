@@ -3,7 +3,8 @@
 // and run `.build/debug/SampleApp` while `tidings serve` runs.
 //
 //   SampleApp            ask for authorization, register categories, schedule the seeds'
-//                        notifications, then wait for responses
+//                        notifications (one of them drawn by the content extension of
+//                        Examples/ContentExtension), then wait for responses
 //   SampleApp --listen   only wait for responses (what the daemon's launch does)
 //   SampleApp --remote   also register for remote notifications: prints "token <hex>"
 //                        (push to it with `tidings push` or any APNs client) and every
@@ -67,7 +68,15 @@ func registerCategories(_ center: UNUserNotificationCenter) {
     let category = UNNotificationCategory(
         identifier: "saySomethingCategory", actions: [inputAction, goodbyeAction, cancelAction],
         intentIdentifiers: [], options: [.customDismissAction])
-    center.setNotificationCategories([category])
+    // Seed 000 §3.3: the category the content extension draws (the manifest's
+    // UNNotificationExtensionCategory), with its three actions.
+    let customUI = UNNotificationCategory(
+        identifier: "customUI",
+        actions: [UNNotificationAction(identifier: "switch", title: "Switch"),
+                  UNNotificationAction(identifier: "open", title: "Open", options: [.foreground]),
+                  UNNotificationAction(identifier: "dismiss", title: "Dismiss", options: [.destructive])],
+        intentIdentifiers: [], options: [])
+    center.setNotificationCategories([category, customUI])
 }
 
 func schedule(_ center: UNUserNotificationCenter) async throws {
@@ -89,6 +98,27 @@ func schedule(_ center: UNUserNotificationCenter) async throws {
     actionable.sound = .default
     try await center.add(UNNotificationRequest(identifier: "saySomething", content: actionable, trigger: nil))
     say("scheduled saySomething now")
+
+    // Seed 000 §3.3: two items, each a title, a text and an image; expanding the
+    // notification runs the content extension, whose "switch" shows the other item.
+    let items = UNMutableNotificationContent()
+    items.title = "Two items"
+    items.body = "Expand to see them"
+    items.categoryIdentifier = "customUI"
+    items.userInfo = ["items": [["title": "Blue", "text": "The first item"], ["title": "Orange", "text": "The second item"]]]
+    // `add` moves attachment files into the store, as on iOS: attach copies.
+    let folder = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("items")
+    do {
+        items.attachments = try ["one", "two"].map { name in
+            let copy = FileManager.default.temporaryDirectory.appendingPathComponent("\(UUID().uuidString).png")
+            try FileManager.default.copyItem(at: folder.appendingPathComponent("\(name).png"), to: copy)
+            return try UNNotificationAttachment(identifier: name, url: copy, options: nil)
+        }
+        try await center.add(UNNotificationRequest(identifier: "items", content: items, trigger: nil))
+        say("scheduled items now")
+    } catch {
+        say("items not scheduled: \(error)")
+    }
 }
 
 let center = UNUserNotificationCenter.current()

@@ -4,7 +4,9 @@
 //
 // - a payload with `e2e` (an alert sealed with the key shared with the app, see
 //   Examples/SecureMessages) is decrypted first;
-// - a payload with `image` (a URL) then gets the image downloaded and attached.
+// - a payload with `image` (a URL) then gets the image downloaded and attached;
+// - a payload with `items` (seed 000 §3.3, each with an `image` URL) gets the items' images
+//   attached in order, for the content extension (Examples/ContentExtension).
 //
 // Either step that fails leaves the content as it was; the other still runs.
 import ExampleServiceExtensions
@@ -16,15 +18,25 @@ final class SampleService: UNNotificationServiceExtension {
 
     override func didReceive(_ request: UNNotificationRequest, withContentHandler contentHandler: @escaping (UNNotificationContent) -> Void) {
         let info = request.content.userInfo
+        let downloadItems: (UNNotificationContent) -> Void = { content in
+            guard !ItemImagesService.imageURLs(info).isEmpty else {
+                contentHandler(content)
+                return
+            }
+            let step = ItemImagesService()
+            self.current = step
+            step.didReceive(UNNotificationRequest(identifier: request.identifier, content: content, trigger: request.trigger),
+                            withContentHandler: contentHandler)
+        }
         let downloadImage: (UNNotificationContent) -> Void = { content in
             guard info["image"] != nil else {
-                contentHandler(content)
+                downloadItems(content)
                 return
             }
             let step = ImageDownloadService()
             self.current = step
             step.didReceive(UNNotificationRequest(identifier: request.identifier, content: content, trigger: request.trigger),
-                            withContentHandler: contentHandler)
+                            withContentHandler: downloadItems)
         }
         if info["e2e"] != nil {
             let step = SecureMessageService()

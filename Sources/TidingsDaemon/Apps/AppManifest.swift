@@ -78,7 +78,16 @@ public struct AppManifest: Sendable, Hashable, Codable {
             default: throw ManifestError("extension \(ext.bundleIdentifier) has an unknown point \"\(ext.point)\" (service or content)")
             }
             let path = try Self.executable(ext.executable, directory: directory, what: "executable of \(ext.bundleIdentifier)")
-            extensionRecords.append(AppExtensionRecord(bundleIdentifier: ext.bundleIdentifier, point: point, executable: path, attributes: ext.attributes ?? [:]))
+            let record = AppExtensionRecord(bundleIdentifier: ext.bundleIdentifier, point: point, executable: path, attributes: ext.attributes ?? [:])
+            if point == .content {
+                // The Info.plist keys of a content extension (docs/content-extensions.md).
+                do {
+                    _ = try ContentExtensionDeclaration(extension: record)
+                } catch {
+                    throw ManifestError(error.description)
+                }
+            }
+            extensionRecords.append(record)
         }
         return AppRecord(
             bundleIdentifier: bundleIdentifier,

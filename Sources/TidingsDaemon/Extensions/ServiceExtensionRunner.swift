@@ -50,7 +50,7 @@ public actor ServiceExtensionRunner: ServiceExtensionRunning {
     private let clock: any WallClock
     private nonisolated let attachments: AttachmentStore
     private let logger: Logger
-    private var idle: [String: ExtensionProcess] = [:]
+    private var idle: [String: ServiceExtensionProcess] = [:]
     private var nextRequestID: UInt64 = 1
 
     public init(configuration: ServiceExtensionConfiguration, clock: any WallClock, attachments: AttachmentStore, logger: Logger = Logger(label: "tidings.extensions")) {
@@ -73,7 +73,7 @@ public actor ServiceExtensionRunner: ServiceExtensionRunning {
             return failed(request, "cannot create the extension's container \(container): \(error.localizedDescription)", metadata)
         }
         let command = ServiceExtensionCommand.modify(id: id, request: request, stagingDirectory: staging)
-        var process: ExtensionProcess
+        var process: ServiceExtensionProcess
         var sent: Bool
         do {
             let (checkedOut, warm) = try checkOut(record, app: app, container: container)
@@ -136,7 +136,7 @@ public actor ServiceExtensionRunner: ServiceExtensionRunning {
     }
 
     /// The warm process of the extension if it is alive (`warm`), else a new one.
-    private func checkOut(_ record: AppExtensionRecord, app: AppRecord, container: String) throws -> (process: ExtensionProcess, warm: Bool) {
+    private func checkOut(_ record: AppExtensionRecord, app: AppRecord, container: String) throws -> (process: ServiceExtensionProcess, warm: Bool) {
         if let warm = idle.removeValue(forKey: record.bundleIdentifier) {
             if warm.isAlive { return (warm, true) }
             warm.kill()
@@ -144,32 +144,14 @@ public actor ServiceExtensionRunner: ServiceExtensionRunning {
         guard FileManager.default.isExecutableFile(atPath: record.executable) else {
             throw ServiceExtensionRunnerError("no executable file at \(record.executable)")
         }
-        var environment = ProcessInfo.processInfo.environment
-        // A crash report takes seconds that the push would wait for; set SWIFT_BACKTRACE
-        // (in the daemon's environment or the configuration's) to get them.
-        if environment["SWIFT_BACKTRACE"] == nil { environment["SWIFT_BACKTRACE"] = "enable=no" }
-        // glibc reserves 64 MiB of address space per malloc arena (up to 8 per core): two
-        // keep the address space near what is used, so the memory limit means memory.
-        if environment["MALLOC_ARENA_MAX"] == nil { environment["MALLOC_ARENA_MAX"] = "2" }
-        for (key, value) in configuration.environment { environment[key] = value }
-        environment[ServiceExtensionEnvironment.extensionBundleIdentifier] = record.bundleIdentifier
-        environment[ServiceExtensionEnvironment.appBundleIdentifier] = app.bundleIdentifier
-        environment[ServiceExtensionEnvironment.appDirectory] = app.directory
-        environment[ServiceExtensionEnvironment.container] = container
-        environment["TMPDIR"] = container + "/tmp"
-        environment["XDG_CACHE_HOME"] = container + "/Caches"
-        do {
-            try FileManager.default.createDirectory(atPath: container + "/Caches", withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        } catch {
-            throw ServiceExtensionRunnerError("cannot create the extension's container \(container): \(error.localizedDescription)")
-        }
-        let process = try ExtensionProcess.spawn(executable: record.executable, extensionIdentifier: record.bundleIdentifier, environment: environment,
+        let environment = try ExtensionEnvironment.prepare(record: record, app: app, container: container, extra: configuration.environment)
+        let process = try ServiceExtensionProcess.spawn(executable: record.executable, extensionIdentifier: record.bundleIdentifier, environment: environment,
                                                  directory: app.directory, memoryLimit: configuration.memoryLimit)
         logger.info("started service extension", metadata: ["extension": "\(record.bundleIdentifier)", "pid": "\(process.pid)"])
         return (process, false)
     }
 
-    private func checkIn(_ process: ExtensionProcess) {
+    private func checkIn(_ process: ServiceExtensionProcess) {
         guard configuration.reuseProcesses, process.isAlive, idle[process.extensionIdentifier] == nil else {
             process.retire()
             return
@@ -179,7 +161,7 @@ public actor ServiceExtensionRunner: ServiceExtensionRunning {
 
     /// Runs one request, already sent, on a process to its end: the reply, or the deadline,
     /// the grace, and the kill. Returns `.deliver` or `.deliverOriginal`.
-    private nonisolated func serve(id: UInt64, on process: ExtensionProcess) async -> ServiceExtensionRequestStateMachine.Action {
+    private nonisolated func serve(id: UInt64, on process: ServiceExtensionProcess) async -> ServiceExtensionRequestStateMachine.Action {
         let clock = self.clock
         let memoryLimit = configuration.memoryLimit
         var machine = ServiceExtensionRequestStateMachine(deadline: configuration.deadline, grace: configuration.grace)

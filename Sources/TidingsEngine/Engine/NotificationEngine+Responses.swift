@@ -8,7 +8,9 @@ extension NotificationEngine {
     /// dismissed it (`ActionIdentifier.dismiss`, reported only when the category asks for
     /// it with `customDismissAction`). The notification leaves the list; the response is
     /// kept until the app's delegate has handled it, launching the app if it is not running.
-    public func respond(bundle: String, identifier: String, actionIdentifier: String, userText: String? = nil) async throws {
+    /// `extensionActions`: actions a content extension showed in place of the category's
+    /// (`extensionContext.notificationActions`), which a response may name too.
+    public func respond(bundle: String, identifier: String, actionIdentifier: String, userText: String? = nil, extensionActions: [ActionValue] = []) async throws {
         guard let notification = try await store.deliveredNotification(identifier, for: bundle).value else {
             throw NotificationError(.invalidRequest, "\(bundle) has no delivered notification \"\(identifier)\"")
         }
@@ -17,7 +19,8 @@ extension NotificationEngine {
         }
         var action: ActionValue?
         if actionIdentifier != ActionIdentifier.default, actionIdentifier != ActionIdentifier.dismiss {
-            guard let found = category?.actions.first(where: { $0.identifier == actionIdentifier }) else {
+            guard let found = category?.actions.first(where: { $0.identifier == actionIdentifier })
+                    ?? extensionActions.first(where: { $0.identifier == actionIdentifier }) else {
                 let known = category?.actions.map(\.identifier).joined(separator: ", ") ?? ""
                 throw NotificationError(.invalidRequest,
                     "notification \"\(identifier)\" has no action \"\(actionIdentifier)\"" + (known.isEmpty ? " (its category has no actions)" : "; its actions: \(known)"))

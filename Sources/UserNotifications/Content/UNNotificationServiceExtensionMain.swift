@@ -69,7 +69,9 @@ public func UNNotificationServiceExtensionMain(_ principalClass: UNNotificationS
         self.output = output
     }
 
-    static func takeStandardStreams() throws(DescriptorFraming.Error) -> ServiceExtensionChannel {
+    /// Takes the daemon channel from standard input and output (see
+    /// `UNNotificationServiceExtensionMain`); content extensions' entry point uses it too.
+    public static func takeStandardStreams() throws(DescriptorFraming.Error) -> ServiceExtensionChannel {
         let input = fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 3)
         let output = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3)
         guard input >= 0, output >= 0 else {
@@ -99,6 +101,17 @@ public func UNNotificationServiceExtensionMain(_ principalClass: UNNotificationS
             FileHandle.standardError.write(Data("service extension: cannot reply to the daemon: \(error)\n".utf8))
             exit(74)
         }
+    }
+
+    /// Reads one frame as a `T` (nil at the end of the channel).
+    public func readValue<T: Decodable>(_ type: T.Type) throws -> T? {
+        guard let frame = try DescriptorFraming.read(from: input) else { return nil }
+        return try JSONDecoder().decode(type, from: Data(frame))
+    }
+
+    /// Writes one frame holding `value` as JSON.
+    public func sendValue<T: Encodable>(_ value: T) throws {
+        try writeRaw(frame: Array(try JSONEncoder().encode(value)))
     }
 
     /// Writes one frame of arbitrary bytes.

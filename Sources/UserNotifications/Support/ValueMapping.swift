@@ -150,7 +150,7 @@ extension UNNotificationResponse {
 }
 
 extension UNNotificationAction {
-    var value: ActionValue {
+    @_spi(Tidings) public var value: ActionValue {
         ActionValue(
             identifier: identifier, title: title, options: options.rawValue, icon: icon?.value,
             textInput: (self as? UNTextInputNotificationAction).map {
@@ -159,7 +159,7 @@ extension UNNotificationAction {
         )
     }
 
-    static func make(_ value: ActionValue) -> UNNotificationAction {
+    @_spi(Tidings) public static func make(_ value: ActionValue) -> UNNotificationAction {
         let icon = value.icon.map(UNNotificationActionIcon.init(value:))
         let options = UNNotificationActionOptions(rawValue: value.options)
         if let input = value.textInput {

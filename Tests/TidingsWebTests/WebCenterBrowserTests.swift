@@ -1,0 +1,45 @@
+import Foundation
+import Testing
+import TidingsTestSupport
+
+/// The web center in headless Chromium through the real path: `tidings daemon`, the
+/// WebCenterTestApp process and the page (Tests/Browser/web_center.py, Playwright for
+/// Python on the system's Chromium). Each check of the script is one expectation here.
+@Suite struct WebCenterBrowserTests {
+    static var browserPython: String? {
+        var candidates: [String] = []
+        if let p = ProcessInfo.processInfo.environment["TIDINGS_TEST_BROWSER_PYTHON"] { candidates.append(p) }
+        candidates.append(BuiltProducts.packageRoot.appendingPathComponent(".ci-work/venv-browser/bin/python").path)
+        return candidates.first { FileManager.default.isExecutableFile(atPath: $0) }
+    }
+
+    @Test(.timeLimit(.minutes(3))) func theCenterInABrowser() throws {
+        guard requireTool(Self.browserPython != nil, "a Python with playwright (.ci/run: .ci-work/venv-browser)"),
+              requireTool(FileManager.default.isExecutableFile(atPath: "/usr/bin/chromium"), "chromium (apt-get install chromium)") else { return }
+        let work = FileManager.default.temporaryDirectory.appendingPathComponent("web-center-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: work) }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: Self.browserPython!)
+        var arguments = [BuiltProducts.packageRoot.appendingPathComponent("Tests/Browser/web_center.py").path,
+                         "--tidings", BuiltProducts.tidings, "--app", BuiltProducts.path("WebCenterTestApp"), "--work", work.path]
+        // The screenshots in docs/ are made by this test when asked (TIDINGS_WEB_SHOTS=1).
+        if ProcessInfo.processInfo.environment["TIDINGS_WEB_SHOTS"] != nil {
+            arguments += ["--shots", BuiltProducts.packageRoot.appendingPathComponent("docs/images").path]
+        }
+        if ProcessInfo.processInfo.environment["TIDINGS_WEB_BENCH"] != nil { arguments.append("--bench") }
+        process.arguments = arguments
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        try process.run()
+        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        let lines = output.split(separator: "\n").map(String.init)
+        let checks = lines.filter { $0.hasPrefix("ok ") || $0.hasPrefix("FAIL ") }
+        for line in checks where line.hasPrefix("FAIL ") { Issue.record(Comment(rawValue: line)) }
+        for line in lines where line.hasPrefix("bench ") { print(line) }
+        #expect(checks.count >= 50, "the script stopped early:\n\(output.suffix(3000))")
+        #expect(process.terminationStatus == 0, "\(output.suffix(3000))")
+    }
+}
