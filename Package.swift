@@ -190,9 +190,7 @@ let package = Package(
         .executableTarget(
             name: "tidings",
             dependencies: [
-                "TidingsCore", "TidingsEngine", "TidingsDaemon", "TidingsGateway", "TidingsSQLite", "TidingsIPC", "TidingsPostgres",
-
-                "TidingsCore", "TidingsEngine", "TidingsDaemon", "TidingsGateway", "TidingsSQLite", "TidingsIPC", "TidingsWeb",
+                "TidingsCore", "TidingsEngine", "TidingsDaemon", "TidingsGateway", "TidingsSQLite", "TidingsIPC", "TidingsPostgres", "TidingsWeb",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
