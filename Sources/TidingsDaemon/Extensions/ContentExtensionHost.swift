@@ -147,8 +147,20 @@ public actor ContentExtensionHost: Presenter {
         let process: Process
         let record: AppExtensionRecord
         var sessions: Set<ContentExtensionSession.ID> = []
-        /// Every view this process has had: a message for one closed meanwhile is late, not garbage.
-        var opened: Set<ContentExtensionSession.ID> = []
+        /// The views closed last (at most `recentlyClosedLimit`): a message the extension sent
+        /// before it saw the close is late, not garbage.
+        var recentlyClosed: [ContentExtensionSession.ID] = []
+        static let recentlyClosedLimit = 64
+
+        func knows(_ session: ContentExtensionSession.ID) -> Bool {
+            sessions.contains(session) || recentlyClosed.contains(session)
+        }
+
+        func closed(_ session: ContentExtensionSession.ID) {
+            guard sessions.remove(session) != nil else { return }
+            recentlyClosed.append(session)
+            if recentlyClosed.count > Self.recentlyClosedLimit { recentlyClosed.removeFirst() }
+        }
         var pending: [UInt64: (continuation: CheckedContinuation<Result<ContentExtensionReply, Failure>, Never>, timer: Task<Void, Never>)] = [:]
         init(process: Process, record: AppExtensionRecord) {
             self.process = process
@@ -222,7 +234,6 @@ public actor ContentExtensionHost: Presenter {
             return session
         }
         hosted.sessions.insert(id)
-        hosted.opened.insert(id)
         let command = ContentExtensionCommand.open(id: requestID(), session: id, notification: notification, actions: actions,
                                                    attachmentURLs: attachmentURLs(id, notification))
         switch await request(command, on: hosted) {
@@ -488,7 +499,7 @@ public actor ContentExtensionHost: Presenter {
             session = s
             if case .render(let v) = event { view = v }
         }
-        guard hosted.opened.contains(session) else { return "a message for view \(session), which is not one of this process's" }
+        guard hosted.knows(session) else { return "a message for view \(session), which is not one of this process's" }
         guard let view else { return nil }
         let limits = configuration
         if view.html.utf8.count > limits.maximumHTMLBytes {
@@ -568,7 +579,8 @@ public actor ContentExtensionHost: Presenter {
         guard let open = sessions.removeValue(forKey: id) else { return }
         if let event { open.continuation.yield(event) }
         open.continuation.finish()
-        guard let hosted = processes[open.extensionIdentifier], hosted.sessions.remove(id) != nil else { return }
+        guard let hosted = processes[open.extensionIdentifier], hosted.sessions.contains(id) else { return }
+        hosted.closed(id)
         try? hosted.process.send(.close(session: id))
         if hosted.sessions.isEmpty, !configuration.keepWarm, hosted.pending.isEmpty {
             processes[open.extensionIdentifier] = nil
