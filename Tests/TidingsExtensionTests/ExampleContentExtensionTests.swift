@@ -56,8 +56,8 @@ struct ExampleContentExtensionTests {
         let payload = try String(contentsOf: BuiltProducts.packageRoot.appendingPathComponent("Examples/ContentExtension/items-push.json"), encoding: .utf8)
             .replacingOccurrences(of: "https://example.com/one.png", with: "http://127.0.0.1:\(server.port)/item.png")
             .replacingOccurrences(of: "https://example.com/two.png", with: "http://127.0.0.1:\(server.port)/item.png")
-        let push = RemotePush(apnsID: "items-1", sequence: 1, bundleIdentifier: app.bundleIdentifier, pushType: "alert", priority: 10,
-                              collapseID: nil, expiresAt: 0, acceptedAt: 0, payload: payload)
+        let push = try #require(RemotePush(apnsID: "items-1", sequence: 1, bundleIdentifier: app.bundleIdentifier, pushType: .alert, priority: .immediate,
+                                           collapseID: nil, expiresAt: 0, acceptedAt: 0, payload: Array(payload.utf8)))
         let plan = try RemoteNotificationMapping.plan(push)
         #expect(plan.wantsServiceExtension)
         let request = try #require(plan.request)
