@@ -27,6 +27,18 @@ struct DaemonWiringTests {
         #expect(stored.path.hasPrefix(data + "/attachments/\(h.app.bundleIdentifier)/"))
         #expect(FileManager.default.fileExists(atPath: data + "/extensions/\(h.record.bundleIdentifier)/Caches"))
 
+        // Content extensions: a host attached to the engine and among its presenters, with
+        // containers next to the service extensions'.
+        let host = try #require(daemon.contentExtensionHost)
+        #expect(host.configuration.containerRoot == data + "/extensions")
+        #expect(host.configuration.deadline == ContentExtensionConfiguration.defaultDeadline)
+        #expect(await daemon.engine.configuration.presenters.contains { ($0 as? ContentExtensionHost) === host })
+        await #expect {
+            _ = try await host.open(bundleIdentifier: "com.example.none", notificationIdentifier: "x", attachmentURLs: { _, _ in [] })
+        } throws: { error in
+            (error as? ContentExtensionError)?.code == .noSuchApp   // not .notRunning: attached to the engine
+        }
+
         let pid = try #require(outcome.processIdentifier)
         running.cancel()
         _ = await running.result
