@@ -445,6 +445,10 @@ def content_extension(page, args, env, data_dir, work):
         mark = out.mark()
         page.click('#expanded .action[data-action="open"]')
         check("open forwards the action to the app", out.wait(r"response items action=open", start=mark), "\n".join(out.lines[-3:]))
+        try:
+            page.wait_for_selector("#expanded", state="hidden", timeout=10000)
+        except Exception:
+            pass
         check("open closes the view", page.is_hidden("#expanded"))
     finally:
         sample.terminate(); sample.wait(10)
