@@ -41,6 +41,8 @@ public struct DaemonConfiguration: Sendable {
     public var serviceExtensions: ServiceExtensionConfiguration?
     /// Frame size, hello timeout and connection cap of the app socket (docs/security.md).
     public var appSocket = AppSocketLimits()
+    /// Desktop notifications over D-Bus (docs/desktop.md); nil: none.
+    public var desktop: DesktopPresenterConfiguration?
 
     public init(dataDirectory: String, socketPath: String? = nil, consent: Consent = .prompt, developmentMode: Bool = false, iOSPendingLimit: Bool = false, terminalPresenter: Bool = true, clock: any WallClock = SystemWallClock(), presenters: [any Presenter] = [], logger: Logger = Logger(label: "tidings.daemon")) {
         self.dataDirectory = dataDirectory
@@ -67,9 +69,12 @@ public final class NotificationDaemon: Service {
     public let gatewayLink: GatewayLink?
     /// Runs service extensions for the engine's remote pipeline.
     public let serviceExtensionRunner: ServiceExtensionRunner?
+    /// Shows notifications on the desktop, when configured.
+    public let desktopPresenter: DesktopPresenter?
 
-    init(engine: NotificationEngine, server: AppSocketServer, configuration: DaemonConfiguration, gatewayLink: GatewayLink? = nil, serviceExtensionRunner: ServiceExtensionRunner? = nil) {
+    init(engine: NotificationEngine, server: AppSocketServer, configuration: DaemonConfiguration, gatewayLink: GatewayLink? = nil, serviceExtensionRunner: ServiceExtensionRunner? = nil, desktopPresenter: DesktopPresenter? = nil) {
         self.engine = engine
+        self.desktopPresenter = desktopPresenter
         self.server = server
         self.configuration = configuration
         self.gatewayLink = gatewayLink
@@ -93,6 +98,7 @@ public final class NotificationDaemon: Service {
                 group.addTask { await self.server.run { await handler.serve($0) } }
                 if let gpsd { group.addTask { try await gpsd.run() } }
                 if let link = self.gatewayLink { group.addTask { await link.run() } }
+                if let desktop = self.desktopPresenter { group.addTask { await desktop.run() } }
             }
         }
         await server.close()
@@ -139,6 +145,12 @@ public func buildDaemon(_ configuration: DaemonConfiguration) async throws -> No
     }
     var presenters = configuration.presenters
     if configuration.terminalPresenter { presenters.append(TerminalPresenter()) }
+    let desktop = configuration.desktop.map { desktop in
+        var desktop = desktop
+        if desktop.stateFile == nil { desktop.stateFile = configuration.dataDirectory + "/desktop-notifications.json" }
+        return DesktopPresenter(configuration: desktop, logger: configuration.logger)
+    }
+    if let desktop { presenters.append(desktop) }
     var extensionConfiguration = configuration.serviceExtensions ?? ServiceExtensionConfiguration(containerRoot: configuration.dataDirectory + "/extensions")
     // No attachment from the data directory (the daemon's files, other apps' stores, the
     // service extensions' containers): the runner allows each extension's own container
@@ -165,7 +177,9 @@ public func buildDaemon(_ configuration: DaemonConfiguration) async throws -> No
                         clock: configuration.clock, logger: configuration.logger)
     }
     await engine.setRemote(link: gatewayLink, configuration: configuration.remote)
+    desktop?.attach(engine)
     let server = try await AppSocketServer.bind(path: socketPath, limits: configuration.appSocket)
     configuration.logger.info("notification daemon listening", metadata: ["socket": "\(socketPath)", "data": "\(configuration.dataDirectory)"])
-    return NotificationDaemon(engine: engine, server: server, configuration: configuration, gatewayLink: gatewayLink, serviceExtensionRunner: serviceExtensionRunner)
+    return NotificationDaemon(engine: engine, server: server, configuration: configuration, gatewayLink: gatewayLink,
+                              serviceExtensionRunner: serviceExtensionRunner, desktopPresenter: desktop)
 }
