@@ -10,7 +10,7 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     for limits in [DBusLimits(), DBusLimits(maximumMessageLength: 256, maximumArrayLength: 64, maximumDepth: 4)] {
         var rest = bytes
         while true {
-            guard let length = try? DBusMessage.length(of: rest, limits: limits), let length else { break }
+            guard let length = try? DBusMessage.length(of: rest, limits: limits) else { break }
             guard length <= limits.maximumMessageLength else { fatalError("a message of \(length) bytes passed the limit") }
             guard rest.count >= length else { break }
             let frame = UnsafeRawBufferPointer(rebasing: rest[0 ..< length])

@@ -68,6 +68,10 @@ public final class DesktopPresenter: Presenter {
     private let state = Mutex(State())
     private let work: AsyncStream<Work>
     private let workInput: AsyncStream<Work>.Continuation
+    /// Saves are requested here and written by one task, off the path to the server: many
+    /// changes in a row make one write.
+    private let saves: AsyncStream<Void>
+    private let saveRequest: AsyncStream<Void>.Continuation
     /// Called after each Notify the server answered (the benchmark's and tests' hook).
     private let onNotify: (@Sendable (UInt32) -> Void)?
 
@@ -76,6 +80,7 @@ public final class DesktopPresenter: Presenter {
         self.logger = logger
         self.onNotify = onNotify
         (work, workInput) = AsyncStream.makeStream(of: Work.self, bufferingPolicy: .bufferingOldest(max(1, configuration.queueLimit)))
+        (saves, saveRequest) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         if let persisted = Self.load(configuration.stateFile) {
             state.withLock { state in
                 state.owner = persisted.server
@@ -132,6 +137,10 @@ public final class DesktopPresenter: Presenter {
         await serverChanged(try? await connection.nameOwner(Self.serverName))
         await withDiscardingTaskGroup { group in
             group.addTask {
+                for await _ in self.saves { self.save() }
+                self.save()
+            }
+            group.addTask {
                 for await item in self.work {
                     await self.perform(item, on: connection)
                 }
@@ -144,20 +153,32 @@ public final class DesktopPresenter: Presenter {
                 self.state.withLock { $0.connection = nil }
             }
             group.addTask {
+                // Until cancelled (the daemon's shutdown): then the queues end and the bus closes.
                 await withTaskCancellationHandler {
-                    await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-                        self.cancelWaiter.withLock { $0 = c }
+                    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                        let cancelled = self.cancelWaiter.withLock { waiter -> Bool in
+                            if waiter.cancelled { return true }
+                            waiter.continuation = continuation
+                            return false
+                        }
+                        if cancelled { continuation.resume() }
                     }
                 } onCancel: {
                     self.workInput.finish()
-                    Task { await connection.close() }
-                    self.cancelWaiter.withLock { $0?.resume(); $0 = nil }
+                    self.saveRequest.finish()
+                    let continuation = self.cancelWaiter.withLock { waiter in
+                        waiter.cancelled = true
+                        defer { waiter.continuation = nil }
+                        return waiter.continuation
+                    }
+                    continuation?.resume()
                 }
+                await connection.close()
             }
         }
     }
 
-    private let cancelWaiter = Mutex<CheckedContinuation<Void, Never>?>(nil)
+    private let cancelWaiter = Mutex<(cancelled: Bool, continuation: CheckedContinuation<Void, Never>?)>((false, nil))
 
     private func announceOff(_ reason: String) {
         let first = state.withLock { state in
@@ -296,6 +317,10 @@ public final class DesktopPresenter: Presenter {
     }
 
     private func persist() {
+        saveRequest.yield()
+    }
+
+    private func save() {
         guard let path = configuration.stateFile else { return }
         let persisted = state.withLock { Persisted(server: $0.owner, entries: $0.entries.values.sorted { $0.id < $1.id }) }
         do {
