@@ -56,4 +56,36 @@ struct DunstTests {
         #expect(history.output.contains("Tidings Sample"))
         await watcher.close()
     }
+
+    @Test("processes: the sample app's text-input action is the server's inline reply; NotificationReplied brings the text to the app's delegate")
+    func sampleAppInlineReply() async throws {
+        guard let bus = try await PrivateBus.start() else { return }
+        defer { bus.stop() }
+        guard let mock = try await NotificationMock.start(on: bus) else { return }
+        let data = bus.directory.appendingPathComponent("data").path
+        let manifest = bus.directory.appendingPathComponent("manifest.json").path
+        try """
+            {"bundleIdentifier": "com.example.tidings.sample", "displayName": "Tidings Sample",
+             "executable": "\(BuiltProducts.sampleApp)", "arguments": ["--listen"]}
+            """.write(toFile: manifest, atomically: true, encoding: .utf8)
+        let daemon = try ChildProcess(BuiltProducts.tidings, ["daemon", "--data-dir", data, "--consent", "grant", "--presenter", "desktop"],
+                                      environment: bus.environment, directory: bus.directory, name: "daemon")
+        defer { daemon.stop() }
+        #expect(await daemon.waitForOutput("desktop notifications on"), "\(daemon.output)")
+        #expect(try runTidings(["apps", "install", manifest, "--data-dir", data]).status == 0)
+        let app = try ChildProcess(BuiltProducts.sampleApp, [], environment: ["TIDINGS_SOCKET": data + "/daemon.sock"], directory: bus.directory, name: "app")
+        defer { app.stop() }
+        #expect(await eventually { ((try? await mock.calls("Notify")) ?? []).contains { $0.count == 8 && $0[3] == .string("Say something") } }, "\(daemon.output)")
+        let calls = try await mock.calls("Notify")
+        let index = try #require(calls.firstIndex { $0[3] == .string("Say something") })
+        let args = calls[index]
+        #expect(args[0] == .string("Tidings Sample"))
+        #expect(args[4] == .string("Reply with text, or pick Goodbye"))
+        #expect(args[5] == .strings(["default", "Open", "inline-reply", "Input", "action.goodbye", "Goodbye", "action.cancel", "Cancel"]))
+        // The template numbers bubbles 1, 2, … in the order of its Notify calls (none replaced here).
+        let id = UInt32(index + 1)
+        try await mock.emit("NotificationReplied", "us", [.uint32(id), .string("hello from the desktop")])
+        #expect(await app.waitForOutput("response saySomething action=action.input text=hello from the desktop"), "\(app.output)\n\(daemon.output)")
+        await mock.stop()
+    }
 }
