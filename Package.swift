@@ -19,6 +19,7 @@ let package = Package(
         .library(name: "TidingsDevice", targets: ["TidingsDevice"]),
         .library(name: "TidingsTesting", targets: ["TidingsTesting"]),
         .library(name: "TidingsApplication", targets: ["TidingsApplication"]),
+        .library(name: "TidingsDBus", targets: ["TidingsDBus"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
@@ -144,10 +145,17 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // A D-Bus client on the wire protocol (no libdbus): desktop notifications (docs/desktop.md).
+        .target(
+            name: "TidingsDBus",
+            dependencies: [.product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio")],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(name: "TidingsDBusTests", dependencies: ["TidingsDBus", "TidingsTestSupport", "TidingsDaemon", "TidingsTesting", "UserNotifications"], swiftSettings: swiftSettings),
         .target(
             name: "TidingsDaemon",
             dependencies: [
-                "TidingsCore", "TidingsIPC", "TidingsEngine", "TidingsStorage", "TidingsSQLite", "TidingsDevice",
+                "TidingsCore", "TidingsIPC", "TidingsEngine", "TidingsStorage", "TidingsSQLite", "TidingsDevice", "TidingsDBus",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Crypto", package: "swift-crypto"),

@@ -14,5 +14,6 @@ let package = Package(
         .executableTarget(name: "FuzzDeviceMessage", dependencies: [.product(name: "TidingsCore", package: "tidings")]),
         .executableTarget(name: "FuzzTrigger", dependencies: [.product(name: "TidingsCore", package: "tidings"), .product(name: "TidingsEngine", package: "tidings")]),
         .executableTarget(name: "FuzzAppFrame", dependencies: [.product(name: "TidingsCore", package: "tidings")]),
+        .executableTarget(name: "FuzzDBusMessage", dependencies: [.product(name: "TidingsDBus", package: "tidings")]),
     ]
 )

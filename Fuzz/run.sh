@@ -14,6 +14,7 @@ COVERAGE=(-Xswiftc -sanitize-coverage=edge,inline-8bit-counters,pc-table,trace-c
 TARGETS=(FuzzPayload FuzzProviderToken FuzzRequestHeaders FuzzDeviceMessage)
 TARGETS+=(FuzzTrigger)
 TARGETS+=(FuzzAppFrame)
+TARGETS+=(FuzzDBusMessage)
 mkdir -p artifacts corpus
 for t in "${TARGETS[@]}"; do
   swift build --scratch-path "$SCRATCH" --product "$t" --sanitize=fuzzer --sanitize=address -c debug "${COVERAGE[@]}" 2>&1 | grep -v "ld.gold: warning" | tail -3

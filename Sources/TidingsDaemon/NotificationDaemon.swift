@@ -48,6 +48,8 @@ public struct DaemonConfiguration: Sendable {
     public var contentExtensions: ContentExtensionConfiguration?
     /// Frame size, hello timeout and connection cap of the app socket (docs/security.md).
     public var appSocket = AppSocketLimits()
+    /// Desktop notifications over D-Bus (docs/desktop.md); nil: none.
+    public var desktop: DesktopPresenterConfiguration?
 
     public init(dataDirectory: String, socketPath: String? = nil, consent: Consent = .prompt, developmentMode: Bool = false, iOSPendingLimit: Bool = false, terminalPresenter: Bool = true, clock: any WallClock = SystemWallClock(), presenters: [any Presenter] = [], logger: Logger = Logger(label: "tidings.daemon")) {
         self.dataDirectory = dataDirectory
@@ -76,9 +78,12 @@ public final class NotificationDaemon: Service {
     public let serviceExtensionRunner: ServiceExtensionRunner?
     /// Runs content extensions for a notification center (docs/content-extensions.md).
     public let contentExtensionHost: ContentExtensionHost?
+    /// Shows notifications on the desktop, when configured.
+    public let desktopPresenter: DesktopPresenter?
 
-    init(engine: NotificationEngine, server: AppSocketServer, configuration: DaemonConfiguration, gatewayLink: GatewayLink? = nil, serviceExtensionRunner: ServiceExtensionRunner? = nil, contentExtensionHost: ContentExtensionHost? = nil) {
+    init(engine: NotificationEngine, server: AppSocketServer, configuration: DaemonConfiguration, gatewayLink: GatewayLink? = nil, serviceExtensionRunner: ServiceExtensionRunner? = nil, contentExtensionHost: ContentExtensionHost? = nil, desktopPresenter: DesktopPresenter? = nil) {
         self.engine = engine
+        self.desktopPresenter = desktopPresenter
         self.server = server
         self.configuration = configuration
         self.gatewayLink = gatewayLink
@@ -103,6 +108,7 @@ public final class NotificationDaemon: Service {
                 group.addTask { await self.server.run { await handler.serve($0) } }
                 if let gpsd { group.addTask { try await gpsd.run() } }
                 if let link = self.gatewayLink { group.addTask { await link.run() } }
+                if let desktop = self.desktopPresenter { group.addTask { await desktop.run() } }
             }
         }
         await server.close()
@@ -155,6 +161,12 @@ public func buildDaemon(_ configuration: DaemonConfiguration) async throws -> No
     if contentConfiguration.environment["TIDINGS_SOCKET"] == nil { contentConfiguration.environment["TIDINGS_SOCKET"] = socketPath }
     let contentExtensionHost = ContentExtensionHost(configuration: contentConfiguration, clock: configuration.clock, logger: configuration.logger)
     presenters.append(contentExtensionHost)
+    let desktop = configuration.desktop.map { desktop in
+        var desktop = desktop
+        if desktop.stateFile == nil { desktop.stateFile = configuration.dataDirectory + "/desktop-notifications.json" }
+        return DesktopPresenter(configuration: desktop, logger: configuration.logger)
+    }
+    if let desktop { presenters.append(desktop) }
     var extensionConfiguration = configuration.serviceExtensions ?? ServiceExtensionConfiguration(containerRoot: configuration.dataDirectory + "/extensions")
     // No attachment from the data directory (the daemon's files, other apps' stores, the
     // service extensions' containers): the runner allows each extension's own container
@@ -182,8 +194,9 @@ public func buildDaemon(_ configuration: DaemonConfiguration) async throws -> No
     }
     await engine.setRemote(link: gatewayLink, configuration: configuration.remote)
     await contentExtensionHost.attach(engine: engine)
+    desktop?.attach(engine)
     let server = try await AppSocketServer.bind(path: socketPath, limits: configuration.appSocket)
     configuration.logger.info("notification daemon listening", metadata: ["socket": "\(socketPath)", "data": "\(configuration.dataDirectory)"])
     return NotificationDaemon(engine: engine, server: server, configuration: configuration, gatewayLink: gatewayLink, serviceExtensionRunner: serviceExtensionRunner,
-                              contentExtensionHost: contentExtensionHost)
+                              contentExtensionHost: contentExtensionHost, desktopPresenter: desktop)
 }

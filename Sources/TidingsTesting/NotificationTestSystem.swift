@@ -47,7 +47,8 @@ public final class NotificationTestSystem: Sendable {
         timeZone: TimeZone = TimeZone(identifier: "UTC")!,
         clock: TestWallClock = TestWallClock(),
         directory: URL? = nil,
-        serviceExtensions: (any ServiceExtensionRunning)? = nil
+        serviceExtensions: (any ServiceExtensionRunning)? = nil,
+        presenters: [any Presenter] = []
     ) async throws -> NotificationTestSystem {
         let directory = directory ?? FileManager.default.temporaryDirectory.appendingPathComponent("tidings-test-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -62,7 +63,7 @@ public final class NotificationTestSystem: Sendable {
         let configuration = EngineConfiguration(
             clock: clock, store: store,
             attachments: AttachmentStore(root: directory.appendingPathComponent("attachments")),
-            consent: consent, presenters: [presenter], launcher: launcher,
+            consent: consent, presenters: [presenter] + presenters, launcher: launcher,
             pendingLimit: pendingLimit, timeZone: timeZone, serviceExtensions: serviceExtensions, logger: logger)
         let engine = NotificationEngine(configuration: configuration)
         let system = NotificationTestSystem(clock: clock, engine: engine, presenter: presenter, launcher: launcher, directory: directory)

@@ -25,6 +25,9 @@ struct DaemonOptions: ParsableArguments {
     @Flag(name: .customLong("quiet"), help: "Do not print notifications on this terminal.")
     var quiet = false
 
+    @Option(help: "Where notifications are shown, comma-separated: terminal, desktop (org.freedesktop.Notifications on the session bus; off by itself when there is none).")
+    var presenter: String = "terminal,desktop"
+
     @Option(help: "Follow a gpsd server (HOST:PORT) for location triggers, e.g. 127.0.0.1:2947.")
     var gpsd: String?
 
@@ -34,7 +37,11 @@ struct DaemonOptions: ParsableArguments {
     @Option(name: .customLong("background-push-budget"), help: "Silent pushes that may wake one app per hour (Apple: two or three); 0: no limit.")
     var backgroundPushBudget: Int = 3
 
-    func configuration(logger: Logger) -> DaemonConfiguration {
+    func configuration(logger: Logger) throws -> DaemonConfiguration {
+        let presenters = presenter.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        if let unknown = presenters.first(where: { !["terminal", "desktop"].contains($0) }) {
+            throw ValidationError("--presenter takes terminal and desktop, not \(unknown)")
+        }
         let consent = consent ?? (isatty(STDIN_FILENO) == 1 ? (web.enabled ? .web : .prompt) : .deny)
         var configuration = DaemonConfiguration(
             dataDirectory: location.resolvedDataDirectory,
@@ -42,8 +49,9 @@ struct DaemonOptions: ParsableArguments {
             consent: consent,
             developmentMode: development,
             iOSPendingLimit: iOSPendingLimit,
-            terminalPresenter: !quiet,
+            terminalPresenter: !quiet && presenters.contains("terminal"),
             logger: logger)
+        if presenters.contains("desktop") { configuration.desktop = DesktopPresenterConfiguration() }
         configuration.gpsd = gpsd
         configuration.remote.backgroundBudget = max(0, backgroundPushBudget)
         return configuration
@@ -72,7 +80,7 @@ struct Serve: AsyncParsableCommand {
         try gatewayAddresses.apply(to: &gatewayConfiguration)
         gatewayConfiguration.logger = logger
         let gateway = try buildGateway(gatewayConfiguration)
-        let daemon = DaemonOnGateway(gateway: gateway, web: options.web, gatewayConfiguration: gatewayConfiguration, configuration: options.configuration(logger: logger))
+        let daemon = DaemonOnGateway(gateway: gateway, web: options.web, gatewayConfiguration: gatewayConfiguration, configuration: try options.configuration(logger: logger))
         // One group, one signal handler: on SIGTERM or SIGINT the daemon stops first (it is
         // last in the list), then the gateway sends GOAWAY and drains.
         try await ServiceGroup(services: [gateway, daemon], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger).run()
@@ -121,7 +129,7 @@ struct Daemon: AsyncParsableCommand {
 
     func run() async throws {
         let logger = options.makeLogger("tidings.daemon")
-        var configuration = options.configuration(logger: logger)
+        var configuration = try options.configuration(logger: logger)
         if let gateway {
             guard var link = GatewayLinkConfiguration(address: gateway, trustRootPaths: gatewayCert.map { [$0] } ?? []) else {
                 throw ValidationError("--gateway takes HOST:PORT, like 127.0.0.1:2196")

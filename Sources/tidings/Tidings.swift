@@ -9,6 +9,6 @@ struct Tidings: AsyncParsableCommand {
         subcommands: [
             Serve.self, Daemon.self, Open.self,
             Apps.self, Settings.self, Notifications.self, Location.self,
-            GatewayCommand.self, Keys.self, Certs.self, Push.self, Status.self,
+            GatewayCommand.self, Keys.self, Certs.self, Push.self, Status.self, Install.self,
         ])
 }

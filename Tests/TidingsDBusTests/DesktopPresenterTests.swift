@@ -1,0 +1,230 @@
+import Foundation
+import Logging
+import Synchronization
+import Testing
+import TidingsCore
+import TidingsDaemon
+import TidingsDBus
+import TidingsEngine
+import TidingsTesting
+import TidingsTestSupport
+import UserNotifications
+
+/// Records the responses an app's delegate gets.
+final class DesktopDelegate: NSObject, UNUserNotificationCenterDelegate, Sendable {
+    let responses = Mutex<[String]>([])
+
+    func userNotificationCenter(_ center: UNUserNotificationCenter, didReceive response: UNNotificationResponse) async {
+        let text = (response as? UNTextInputNotificationResponse).map { " text=\($0.userText)" } ?? ""
+        responses.withLock { $0.append("\(response.notification.request.identifier) \(response.actionIdentifier)\(text)") }
+    }
+
+    func has(_ entry: String) async -> Bool { await eventually { self.responses.withLock { $0.contains(entry) } } }
+}
+
+/// The desktop presenter in an engine, against python-dbusmock's notification server on a
+/// private bus: the exact Notify arguments, and the signals the person's actions send back.
+@Suite("Desktop presenter (dbusmock)", .serialized)
+struct DesktopPresenterTests {
+    struct Setup {
+        let bus: PrivateBus
+        let mock: NotificationMock
+        let system: NotificationTestSystem
+        let presenter: DesktopPresenter
+        let runner: Task<Void, Never>
+        let center: UNUserNotificationCenter
+        let delegate: DesktopDelegate
+
+        func stop() async {
+            runner.cancel()
+            await runner.value
+            await system.shutdown()
+            await mock.stop()
+            bus.stop()
+        }
+    }
+
+    static let bundle = "com.example.desktop"
+
+    static func start(stateFile: String? = nil, capabilities: String? = nil) async throws -> Setup? {
+        guard let bus = try await PrivateBus.start() else { return nil }
+        let started = if let capabilities { try await NotificationMock.start(on: bus, capabilities: capabilities) } else { try await NotificationMock.start(on: bus) }
+        guard let mock = started else {
+            bus.stop()
+            return nil
+        }
+        var logger = Logger(label: "test.desktop")
+        logger.logLevel = .warning
+        let presenter = DesktopPresenter(configuration: DesktopPresenterConfiguration(environment: bus.environment, stateFile: stateFile), logger: logger)
+        let system = try await NotificationTestSystem.start(presenters: [presenter])
+        presenter.attach(system.engine)
+        let runner = Task { await presenter.run() }
+        #expect(await eventually { presenter.isOn })
+        let center = try await system.center(for: bundle, state: .background)
+        let delegate = DesktopDelegate()
+        center.delegate = delegate
+        _ = try await center.requestAuthorization(options: [.alert, .sound, .badge])
+        let reply = UNTextInputNotificationAction(identifier: "reply", title: "Reply", options: [], textInputButtonTitle: "Send", textInputPlaceholder: "Message…")
+        let ok = UNNotificationAction(identifier: "ok", title: "OK", options: [])
+        center.setNotificationCategories([UNNotificationCategory(identifier: "chat", actions: [reply, ok], intentIdentifiers: [], options: [.customDismissAction])])
+        _ = await center.notificationCategories()
+        return Setup(bus: bus, mock: mock, system: system, presenter: presenter, runner: runner, center: center, delegate: delegate)
+    }
+
+    static func add(_ center: UNUserNotificationCenter, _ identifier: String, title: String, body: String = "", attachment: URL? = nil) async throws {
+        let content = UNMutableNotificationContent()
+        content.title = title
+        content.body = body
+        content.categoryIdentifier = "chat"
+        content.sound = .default
+        if let attachment { content.attachments = [try UNNotificationAttachment(identifier: "img", url: attachment, options: nil)] }
+        try await center.add(UNNotificationRequest(identifier: identifier, content: content, trigger: nil))
+    }
+
+    @Test("Notify: app name, escaped title, body with only the allowed tags, image path, actions with the inline reply, hints; a button reaches the delegate")
+    func notifyAndAction() async throws {
+        guard let setup = try await Self.start() else { return }
+        let png = setup.bus.directory.appendingPathComponent("picture.png")
+        try Data([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] + Array(repeating: 0, count: 32)).write(to: png)
+        try await Self.add(setup.center, "m1", title: "<b>Ann</b> & co", body: "see <i>this</i> <script>x</script>", attachment: png)
+        guard let args = try await setup.mock.notify(1) else { Issue.record("no Notify"); await setup.stop(); return }
+        #expect(args[0] == .string(Self.bundle), "the app's display name")
+        #expect(args[1] == .uint32(0))
+        #expect(args[3] == .string("&lt;b&gt;Ann&lt;/b&gt; &amp; co"), "markup in a title is escaped")
+        #expect(args[4] == .string("see <i>this</i> &lt;script&gt;x&lt;/script&gt;"), "only the allowed tags pass in the body")
+        #expect(args[5] == .strings(["default", "Open", "inline-reply", "Reply", "ok", "OK"]))
+        #expect(args[7] == .int32(-1), "a banner: the server's own timeout")
+        let hints = args.notifyHints
+        #expect(hints["urgency"] == .byte(1))
+        #expect(hints["category"] == .string("x-tidings.chat"))
+        #expect(hints["desktop-entry"] == .string(Self.bundle))
+        #expect(hints["sound-name"] == .string("message-new-instant"))
+        #expect(hints["x-kde-reply-placeholder-text"] == .string("Message…"))
+        let imagePath = hints["image-path"]?.stringValue ?? ""
+        #expect(imagePath.hasPrefix("file:///") && imagePath.hasSuffix(".png"), "\(imagePath)")
+        #expect(!imagePath.contains(setup.bus.directory.path), "the image from the app's store, not the app's own file")
+        let id = try #require(setup.presenter.serverID(bundle: Self.bundle, identifier: "m1"))
+
+        try await setup.mock.emit("ActionInvoked", "us", [.uint32(id), .string("ok")])
+        #expect(await setup.delegate.has("m1 ok"), "\(setup.delegate.responses.withLock { $0 })")
+        #expect(await eventually { (await setup.center.deliveredNotifications()).isEmpty }, "answered: it leaves the delivered list")
+        await setup.stop()
+    }
+
+    @Test("NotificationReplied brings the text; NotificationClosed reason 2 is the dismiss action and leaves the list; reason 1 keeps it")
+    func replyAndClose() async throws {
+        guard let setup = try await Self.start() else { return }
+        try await Self.add(setup.center, "r", title: "reply to me")
+        try await Self.add(setup.center, "d", title: "dismiss me")
+        try await Self.add(setup.center, "e", title: "expire me")
+        _ = try await setup.mock.notify(3)
+        let ids = ["r", "d", "e"].compactMap { setup.presenter.serverID(bundle: Self.bundle, identifier: $0) }
+        try #require(ids.count == 3)
+        try await setup.mock.emit("NotificationReplied", "us", [.uint32(ids[0]), .string("hello there")])
+        #expect(await setup.delegate.has("r reply text=hello there"))
+        try await setup.mock.emit("NotificationClosed", "uu", [.uint32(ids[1]), .uint32(2)])
+        #expect(await setup.delegate.has("d com.apple.UNNotificationDismissActionIdentifier"))
+        try await setup.mock.emit("NotificationClosed", "uu", [.uint32(ids[2]), .uint32(1)])
+        #expect(await eventually { setup.presenter.serverID(bundle: Self.bundle, identifier: "e") == nil })
+        let delivered = await setup.center.deliveredNotifications().map(\.request.identifier)
+        #expect(delivered == ["e"], "an expired bubble stays in the list; the dismissed and the answered leave it")
+        #expect(setup.delegate.responses.withLock { $0.count } == 2)
+        await setup.stop()
+    }
+
+    @Test("a signal from another client on the bus is not the server's: ignored")
+    func forgedSignal() async throws {
+        guard let setup = try await Self.start() else { return }
+        try await Self.add(setup.center, "f", title: "forge")
+        _ = try await setup.mock.notify(1)
+        let id = try #require(setup.presenter.serverID(bundle: Self.bundle, identifier: "f"))
+        let intruder = try await setup.bus.connect()
+        try await intruder.send(.signal(path: "/org/freedesktop/Notifications", interface: "org.freedesktop.Notifications", member: "ActionInvoked",
+                                        body: [.uint32(id), .string("ok")]))
+        // The real one after it: when it has arrived, the forged one was seen first.
+        try await setup.mock.emit("ActionInvoked", "us", [.uint32(id), .string("default")])
+        #expect(await setup.delegate.has("f com.apple.UNNotificationDefaultActionIdentifier"))
+        #expect(setup.delegate.responses.withLock { $0 } == ["f com.apple.UNNotificationDefaultActionIdentifier"])
+        await intruder.close()
+        await setup.stop()
+    }
+
+    @Test("an update by identifier replaces in place (same id), also after a restart; removing closes the bubble")
+    func replaceAndRemove() async throws {
+        let stateFile = "/tmp/tdb-state-\(UUID().uuidString.prefix(8)).json"
+        defer { try? FileManager.default.removeItem(atPath: stateFile) }
+        guard let setup = try await Self.start(stateFile: stateFile) else { return }
+        try await Self.add(setup.center, "u", title: "first")
+        let first = try #require(try await setup.mock.notify(1))
+        let id = try #require(setup.presenter.serverID(bundle: Self.bundle, identifier: "u"))
+        #expect(first[1] == .uint32(0))
+        try await Self.add(setup.center, "u", title: "second")
+        let second = try #require(try await setup.mock.notify(2))
+        #expect(second[1] == .uint32(id), "replaces_id is the first bubble's id")
+        #expect(second[3] == .string("second"))
+
+        // A new presenter on the same file (a daemon restart) knows the id.
+        // (Saved off the path to the server, so it may take a moment.)
+        let environment = setup.bus.environment
+        #expect(await eventually {
+            DesktopPresenter(configuration: DesktopPresenterConfiguration(environment: environment, stateFile: stateFile), logger: Logger(label: "t"))
+                .serverID(bundle: Self.bundle, identifier: "u") == id
+        })
+
+        setup.center.removeDeliveredNotifications(withIdentifiers: ["u"])
+        #expect(await eventually { ((try? await setup.mock.calls("CloseNotification")) ?? []).count == 1 })
+        let closed = try await setup.mock.calls("CloseNotification").first?.first
+        // The template declares CloseNotification(i), so it records the id as a number of its own kind.
+        #expect(closed == .uint32(id) || closed == .int32(Int32(id)) || closed == .int64(Int64(id)), "\(String(describing: closed))")
+        #expect(setup.presenter.serverID(bundle: Self.bundle, identifier: "u") == nil)
+        await setup.stop()
+    }
+
+    @Test("the server goes away and comes back: off meanwhile, capabilities read again, shown again")
+    func serverAwayAndBack() async throws {
+        guard let setup = try await Self.start(capabilities: "body actions") else { return }
+        #expect(setup.presenter.capabilities == ["body", "actions"])
+        await setup.mock.stop()
+        #expect(await eventually { !setup.presenter.isOn })
+        try await Self.add(setup.center, "while-away", title: "nobody shows this")
+        #expect(await eventually { (await setup.center.deliveredNotifications()).count == 1 }, "the engine goes on")
+        guard let second = try await NotificationMock.start(on: setup.bus, capabilities: "body body-markup actions") else { await setup.stop(); return }
+        #expect(await eventually { setup.presenter.isOn && setup.presenter.capabilities.contains("body-markup") })
+        try await Self.add(setup.center, "back", title: "<again>")
+        let args = try #require(try await second.notify(1))
+        #expect(args[3] == .string("&lt;again&gt;"), "the new server's capabilities count")
+        await second.stop()
+        await setup.stop()
+    }
+
+    @Test("no session bus: the presenter is off, says so, and the engine presents on")
+    func noBus() async throws {
+        let presenter = DesktopPresenter(configuration: DesktopPresenterConfiguration(environment: ["DBUS_SESSION_BUS_ADDRESS": "unix:path=/nonexistent/bus"]), logger: Logger(label: "t"))
+        let system = try await NotificationTestSystem.start(presenters: [presenter])
+        presenter.attach(system.engine)
+        let runner = Task { await presenter.run() }
+        let center = try await system.center(for: Self.bundle, state: .background)
+        _ = try await center.requestAuthorization(options: [.alert])
+        let content = UNMutableNotificationContent()
+        content.title = "still shown elsewhere"
+        try await center.add(UNNotificationRequest(identifier: "n", content: content, trigger: nil))
+        #expect(await eventually { system.presenter.events.contains { if case .presented = $0 { true } else { false } } })
+        #expect(!presenter.isOn)
+        runner.cancel()
+        await runner.value
+        await system.shutdown()
+    }
+}
+
+@Suite("Desktop markup")
+struct DesktopMarkupTests {
+    @Test("escape everything; keep only b, i, u and, with hyperlinks, http(s) links")
+    func sanitize() {
+        #expect(DesktopMarkup.escape("<a href='x'>&\"") == "&lt;a href=&apos;x&apos;&gt;&amp;&quot;")
+        #expect(DesktopMarkup.sanitize("<b>x</b> <img src=\"a\"/> <a href=\"https://e.org/a\">l</a>", hyperlinks: false)
+                == "<b>x</b> &lt;img src=&quot;a&quot;/&gt; &lt;a href=&quot;https://e.org/a&quot;&gt;l&lt;/a&gt;")
+        #expect(DesktopMarkup.sanitize("<a href=\"https://e.org/a\">l</a> <a href=\"javascript:x\">j</a>", hyperlinks: true)
+                == "<a href=\"https://e.org/a\">l</a> &lt;a href=&quot;javascript:x&quot;&gt;j</a>")
+        #expect(DesktopMarkup.sanitize("a < b > c <", hyperlinks: true) == "a &lt; b &gt; c &lt;")
+    }
+}

@@ -1,0 +1,91 @@
+import Foundation
+import Testing
+import TidingsDBus
+import TidingsTesting
+import TidingsTestSupport
+
+/// The whole path with real processes: `tidings daemon --presenter desktop`, the sample app,
+/// and dunst under Xvfb on a private session bus.
+@Suite("Desktop notifications with dunst", .serialized)
+struct DunstTests {
+    @Test("the sample app's notification is a dunst bubble; dunst's default action reaches the app's delegate; a screenshot of the bubble")
+    func sampleAppOnDunst() async throws {
+        let tools = ["/usr/bin/Xvfb", "/usr/bin/dunst", "/usr/bin/dunstctl", "/usr/bin/import"]
+        guard requireTool(tools.allSatisfy { FileManager.default.isExecutableFile(atPath: $0) }, "Xvfb, dunst, imagemagick (Debian xvfb dunst imagemagick)") else { return }
+        guard let bus = try await PrivateBus.start() else { return }
+        defer { bus.stop() }
+        let display = ":\(Int.random(in: 200 ... 900))"
+        let xvfb = try ChildProcess("/usr/bin/Xvfb", [display, "-screen", "0", "640x360x24", "-nolisten", "tcp"], directory: bus.directory, name: "xvfb")
+        defer { xvfb.stop(signal: SIGKILL) }
+        #expect(await eventually { FileManager.default.fileExists(atPath: "/tmp/.X11-unix/X\(display.dropFirst())") })
+        let environment = bus.environment.merging(["DISPLAY": display]) { $1 }
+        let dunst = try ChildProcess("/usr/bin/dunst", [], environment: environment, directory: bus.directory, name: "dunst")
+        defer { dunst.stop(signal: SIGKILL) }
+        let watcher = try await bus.connect()
+        #expect(await eventually { (try? await watcher.nameOwner("org.freedesktop.Notifications")) != nil }, "\(dunst.output)")
+
+        let data = bus.directory.appendingPathComponent("data").path
+        let manifest = bus.directory.appendingPathComponent("manifest.json").path
+        try """
+            {"bundleIdentifier": "com.example.tidings.sample", "displayName": "Tidings Sample",
+             "executable": "\(BuiltProducts.sampleApp)", "arguments": ["--listen"]}
+            """.write(toFile: manifest, atomically: true, encoding: .utf8)
+        let daemon = try ChildProcess(BuiltProducts.tidings, ["daemon", "--data-dir", data, "--consent", "grant", "--presenter", "desktop"],
+                                      environment: environment, directory: bus.directory, name: "daemon")
+        defer { daemon.stop() }
+        #expect(await daemon.waitForOutput("desktop notifications on"), "\(daemon.output)")
+        #expect(daemon.output.contains("body-markup"), "dunst's capabilities were read")
+        #expect(try runTidings(["apps", "install", manifest, "--data-dir", data]).status == 0)
+        let app = try ChildProcess(BuiltProducts.sampleApp, [], environment: ["TIDINGS_SOCKET": data + "/daemon.sock"], directory: bus.directory, name: "app")
+        defer { app.stop() }
+        #expect(await app.waitForOutput("scheduled saySomething"), "\(app.output)")
+        #expect(await eventually { (try? runTool("/usr/bin/dunstctl", ["count", "displayed"], environment: environment))?.output.trimmingCharacters(in: .whitespacesAndNewlines) ?? "0" != "0" })
+
+        // The screenshot in docs/ (docs/images/dunst-bubble.png): TIDINGS_SCREENSHOT names where to write it.
+        let shot = ProcessInfo.processInfo.environment["TIDINGS_SCREENSHOT"] ?? bus.directory.appendingPathComponent("dunst.png").path
+        try? await Task.sleep(for: .milliseconds(300)) // dunst draws after it answers Notify; a picture, not a condition
+        let screenshot = try runTool("/usr/bin/import", ["-display", display, "-window", "root", shot], environment: environment)
+        #expect(screenshot.status == 0, "\(screenshot.output)")
+
+        // A click on the bubble: dunst's default action, the delegate's tap.
+        let action = try runTool("/usr/bin/dunstctl", ["action", "0"], environment: environment)
+        #expect(action.status == 0, "\(action.output)")
+        #expect(await app.waitForOutput("response saySomething action=tap"), "\(app.output)\n\(daemon.output)")
+        let history = try runTool("/usr/bin/dunstctl", ["history"], environment: environment)
+        #expect(history.output.contains("Say something"), "\(history.output)")
+        #expect(history.output.contains("Tidings Sample"))
+        await watcher.close()
+    }
+
+    @Test("processes: the sample app's text-input action is the server's inline reply; NotificationReplied brings the text to the app's delegate")
+    func sampleAppInlineReply() async throws {
+        guard let bus = try await PrivateBus.start() else { return }
+        defer { bus.stop() }
+        guard let mock = try await NotificationMock.start(on: bus) else { return }
+        let data = bus.directory.appendingPathComponent("data").path
+        let manifest = bus.directory.appendingPathComponent("manifest.json").path
+        try """
+            {"bundleIdentifier": "com.example.tidings.sample", "displayName": "Tidings Sample",
+             "executable": "\(BuiltProducts.sampleApp)", "arguments": ["--listen"]}
+            """.write(toFile: manifest, atomically: true, encoding: .utf8)
+        let daemon = try ChildProcess(BuiltProducts.tidings, ["daemon", "--data-dir", data, "--consent", "grant", "--presenter", "desktop"],
+                                      environment: bus.environment, directory: bus.directory, name: "daemon")
+        defer { daemon.stop() }
+        #expect(await daemon.waitForOutput("desktop notifications on"), "\(daemon.output)")
+        #expect(try runTidings(["apps", "install", manifest, "--data-dir", data]).status == 0)
+        let app = try ChildProcess(BuiltProducts.sampleApp, [], environment: ["TIDINGS_SOCKET": data + "/daemon.sock"], directory: bus.directory, name: "app")
+        defer { app.stop() }
+        #expect(await eventually { ((try? await mock.calls("Notify")) ?? []).contains { $0.count == 8 && $0[3] == .string("Say something") } }, "\(daemon.output)")
+        let calls = try await mock.calls("Notify")
+        let index = try #require(calls.firstIndex { $0[3] == .string("Say something") })
+        let args = calls[index]
+        #expect(args[0] == .string("Tidings Sample"))
+        #expect(args[4] == .string("Reply with text, or pick Goodbye"))
+        #expect(args[5] == .strings(["default", "Open", "inline-reply", "Input", "action.goodbye", "Goodbye", "action.cancel", "Cancel"]))
+        // The template numbers bubbles 1, 2, … in the order of its Notify calls (none replaced here).
+        let id = UInt32(index + 1)
+        try await mock.emit("NotificationReplied", "us", [.uint32(id), .string("hello from the desktop")])
+        #expect(await app.waitForOutput("response saySomething action=action.input text=hello from the desktop"), "\(app.output)\n\(daemon.output)")
+        await mock.stop()
+    }
+}
