@@ -17,6 +17,11 @@ struct ExtensionActionBody: Decodable {
     var text: String?
 }
 
+struct ExtensionMediaBody: Decodable {
+    var session: UInt64
+    var play: Bool
+}
+
 struct ExtensionCloseBody: Decodable {
     var session: UInt64
 }
@@ -32,6 +37,8 @@ struct ExtensionViewPayload: Codable, Sendable {
     var title: String?
     var actions: [NotificationView.Action]
     var failure: String?
+    /// The play/pause button to draw over the frame, in the view's CSS pixels; nil: none.
+    var media: MediaButtonValue?
 }
 
 struct ExtensionOutcomePayload: Codable, Sendable {
@@ -89,6 +96,17 @@ extension WebCenter {
             }
             return WebResponses.json(try JSONEncoder().encode(self.payload(outcome)))
         }
+        router.post("/api/extension/media") { request, context in
+            let body = try await self.decode(ExtensionMediaBody.self, request, context)
+            guard let extensions = self.contentExtensions else { return WebResponses.text("no content extension host runs", status: .notFound) }
+            let outcome: WebExtensionOutcome
+            do {
+                outcome = try await extensions.media(session: body.session, play: body.play)
+            } catch {
+                return WebResponses.text("\(error)", status: .badRequest)
+            }
+            return WebResponses.json(try JSONEncoder().encode(self.payload(outcome)))
+        }
         router.post("/api/extension/close") { request, context in
             let body = try await self.decode(ExtensionCloseBody.self, request, context)
             await self.contentExtensions?.close(session: body.session)
@@ -131,7 +149,7 @@ extension WebCenter {
         return ExtensionViewPayload(
             session: view.session, frame: frame, sandbox: view.sandbox, heightRatio: view.heightRatio,
             defaultContentHidden: view.defaultContentHidden, title: view.title,
-            actions: view.actions.map { NotificationView.Action($0) }, failure: view.failure)
+            actions: view.actions.map { NotificationView.Action($0) }, failure: view.failure, media: view.media)
     }
 
     func payload(_ outcome: WebExtensionOutcome) -> ExtensionOutcomePayload {

@@ -12,6 +12,9 @@ public protocol WebContentExtensions: Sendable {
     func open(app: String, identifier: String, frameOrigin: String,
               attachmentURLs: @escaping @Sendable (UInt64, DeliveredNotificationValue) -> [String]) async throws -> WebExtensionView
     func perform(session: UInt64, action: String, text: String?) async throws -> WebExtensionOutcome
+    /// The play/pause button the page draws over the view was pressed: the extension's
+    /// `mediaPlay()` (play) or `mediaPause()`, then its new view.
+    func media(session: UInt64, play: Bool) async throws -> WebExtensionOutcome
     func close(session: UInt64) async
     /// What the extension does on its own while the view is open; ends when it closes.
     func events(session: UInt64) async -> AsyncStream<WebExtensionOutcome>
@@ -33,8 +36,12 @@ public struct WebExtensionView: Sendable, Codable, Hashable {
     public var title: String?
     public var actions: [ActionValue]
     public var failure: String?
+    /// The play/pause button the page draws over the frame (`mediaPlayPauseButtonType` and
+    /// the rest), with whether the media plays; nil: none.
+    public var media: MediaButtonValue?
 
-    public init(session: UInt64, document: String?, contentSecurityPolicy: String, sandbox: String, heightRatio: Double, defaultContentHidden: Bool, title: String?, actions: [ActionValue], failure: String?) {
+    public init(session: UInt64, document: String?, contentSecurityPolicy: String, sandbox: String, heightRatio: Double, defaultContentHidden: Bool, title: String?, actions: [ActionValue], failure: String?, media: MediaButtonValue? = nil) {
+        self.media = media
         self.session = session
         self.document = document
         self.contentSecurityPolicy = contentSecurityPolicy

@@ -106,6 +106,10 @@ final class DaemonContentExtensions: WebContentExtensions {
         return map(outcome, session: session)
     }
 
+    func media(session: UInt64, play: Bool) async throws -> WebExtensionOutcome {
+        map(try await host.media(session: session, play: play), session: session)
+    }
+
     func close(session: UInt64) async {
         await host.close(session: session)
         declarations.withLock { $0[session] = nil }
@@ -153,6 +157,6 @@ final class DaemonContentExtensions: WebContentExtensions {
             heightRatio: ContentExtensionFrame.height(forWidth: 1, view: view, declaration: declaration),
             defaultContentHidden: declaration.defaultContentHidden,
             title: declaration.overridesDefaultTitle ? view?.title : nil,
-            actions: view?.actions ?? [], failure: failure)
+            actions: view?.actions ?? [], failure: failure, media: view?.media)
     }
 }

@@ -128,8 +128,13 @@ def main():
     data_dir, app_dir = os.path.join(work, "data"), os.path.join(work, "app")
     os.makedirs(os.path.join(app_dir, "Library", "Sounds"), exist_ok=True)
     os.makedirs(os.path.join(work, "files"), exist_ok=True)
+    # The misbehaving content extension of ContentExtensionHostTests, for the "fixture" category.
+    fixture = os.path.join(os.path.dirname(os.path.abspath(args.app)), "TestContentExtension")
     with open(os.path.join(app_dir, "manifest.json"), "w") as f:
-        json.dump({"bundleIdentifier": APP, "displayName": "Web Test", "executable": os.path.abspath(args.app)}, f)
+        json.dump({"bundleIdentifier": APP, "displayName": "Web Test", "executable": os.path.abspath(args.app),
+                   "extensions": [{"bundleIdentifier": APP + ".content", "point": "content", "executable": fixture,
+                                   "attributes": {"UNNotificationExtensionCategory": "fixture",
+                                                  "UNNotificationExtensionUserInteractionEnabled": False}}]}, f)
     with open(os.path.join(app_dir, "icon.png"), "wb") as f:
         f.write(png(32, 32, (255, 149, 0)))
     with open(os.path.join(app_dir, "Library", "Sounds", "ding.wav"), "wb") as f:
@@ -347,6 +352,7 @@ def main():
             check("a hidden preview's body never reaches the page", "the private text" not in state)
             request(port, "POST", "/api/settings", {"Cookie": session, "Origin": origin, "X-Tidings-CSRF": csrf},
                     json.dumps({"app": APP, "change": {"showPreviews": 0, "sound": 2}}))
+            grouping(page, args, env, data_dir, port, session, app, app_out, post)
 
             # Provisional authorization: no prompt, delivered quietly to the center.
             quiet_dir = os.path.join(work, "quiet")
@@ -369,6 +375,8 @@ def main():
             finally:
                 quiet.terminate(); quiet.wait(10)
 
+            fixture_extension(page, post, app_out)
+
             # The seeds' content extension (Examples/ContentExtension, in the sample app's manifest).
             content_extension(page, args, env, data_dir, work)
 
@@ -386,6 +394,147 @@ def main():
         passed = sum(1 for _, ok in results if ok)
         print("%d passed, %d failed" % (passed, len(results) - passed), flush=True)
     sys.exit(0 if all(ok for _, ok in results) else 1)
+
+
+def grouping(page, args, env, data_dir, port, session, app, app_out, post):
+    """Settings ▸ Notifications ▸ Notification Grouping: kept by the daemon with the app's
+    settings (not in the browser), and honoured by the center."""
+    origin = "http://127.0.0.1:%d" % port
+    csrf = re.search(r'name="csrf" content="([0-9a-f]+)"', request(port, "GET", "/", {"Cookie": session})[2].decode()).group(1)
+    headers = {"Cookie": session, "Origin": origin, "X-Tidings-CSRF": csrf}
+    stacks = """() => [...document.querySelectorAll('#groups .group[data-app="%s"]')]
+                  .filter(g => g.querySelector('.card[data-id^="g-"]')).map(g => g.dataset.count).sort().join()""" % APP
+
+    def open_settings():
+        page.click("#tab-settings")
+        if not page.is_visible('#settings-app select[name="grouping"]'):
+            page.click('.settings-row[data-app="%s"]' % APP)
+        page.wait_for_selector('#settings-app select[name="grouping"]')
+
+    def choose(value):
+        open_settings()
+        page.select_option('#settings-app select[name="grouping"]', value)
+        page.click("#tab-center")
+
+    def wait_stacks(expected):
+        try:
+            page.wait_for_function("() => (%s)() === %s" % (stacks, json.dumps(expected)), timeout=10000)
+        except Exception:
+            pass
+        return page.evaluate(stacks)
+
+    for identifier, thread in (("g-1", "g-a"), ("g-2", "g-a"), ("g-3", "g-b")):
+        post({"id": identifier, "title": "Grouped " + identifier, "thread": thread})
+    got = wait_stacks("1,2")
+    check("automatic grouping stacks by thread", got == "1,2", got)
+    choose("off")
+    got = wait_stacks("1,1,1")
+    check("grouping off: every notification on its own", got == "1,1,1", got)
+    status, _, data = request(port, "GET", "/api/state", {"Cookie": session})
+    stored = [a["settings"].get("grouping") for a in json.loads(data)["apps"] if a.get("app") == APP and a.get("settings")]
+    check("the grouping is stored in the daemon with the app's settings", stored == ["off"], "%s %s" % (status, stored))
+    check("the grouping is not kept in the browser", page.evaluate("Object.keys(localStorage).filter(k => k.includes('grouping')).length") == 0)
+    page.reload()
+    page.wait_for_selector("#connection.live", timeout=10000)
+    got = wait_stacks("1,1,1")
+    check("after a reload the center still honours the stored grouping", got == "1,1,1", got)
+    open_settings()
+    value = page.eval_on_selector('#settings-app select[name="grouping"]', "s => s.value")
+    check("the settings page shows the stored grouping", value == "off", value)
+    page.click("#tab-center")
+    choose("byApp")
+    page.wait_for_function("() => document.querySelectorAll('#groups .group[data-app=\"%s\"]').length === 1" % APP, timeout=10000)
+    check("grouping by app: one stack for the app", len(page.query_selector_all('#groups .group[data-app="%s"]' % APP)) == 1)
+    status, _, _ = request(port, "POST", "/api/settings", headers, json.dumps({"app": APP, "change": {"grouping": "sideways"}}))
+    check("an unknown grouping is refused", status == 400, str(status))
+    choose("automatic")
+    got = wait_stacks("1,2")
+    check("back to automatic: stacks by thread again", got == "1,2", got)
+    request(port, "POST", "/api/dismiss", headers, json.dumps({"app": APP, "identifiers": ["g-1", "g-2", "g-3"]}))
+
+
+def expand(page, identifier):
+    """Opens a notification of the center (the center redraws as notifications arrive: look again)."""
+    page.evaluate("document.querySelectorAll('.banner').forEach(b => b.remove())")
+    for _ in range(50):
+        if not page.is_hidden("#expanded"):
+            return
+        try:
+            page.click('#groups .card[data-id="%s"] .title' % identifier, timeout=2000)
+        except Exception:
+            pass
+        time.sleep(0.1)
+
+
+def fixture_extension(page, post, app_out):
+    """Tests/Fixtures/TestContentExtension for the test app's "fixture" category: a crash on
+    open shows the default content; the media play/pause button reaches the extension."""
+    # A crash on open: the default content, no frame, and the page still works.
+    post({"id": "crashy", "title": "Crashing view", "body": "the default content", "category": "fixture",
+          "thread": "fixture-crash", "userInfo": {"fixture": "crash"}})
+    page.wait_for_selector('#groups .card[data-id="crashy"]', timeout=10000)
+    expand(page, "crashy")
+    try:
+        page.wait_for_selector('#expanded[data-extension="failed"]', timeout=15000)
+    except Exception:
+        pass
+    state = page.evaluate("""() => { const o = document.querySelector('#expanded');
+        return [o.dataset.extension, !o.querySelector('.default-content').hidden, o.querySelector('.default-content .body').textContent,
+                o.querySelectorAll('.extension-slot iframe').length]; }""")
+    check("an extension that crashes shows the default content and no frame",
+          state == ["failed", True, "the default content", 0], str(state))
+    mark = app_out.mark()
+    page.click('#expanded .action[data-action="play-self"]')
+    check("after the crash the page still works: the category's button reaches the app",
+          app_out.wait(r"^response crashy action=play-self$", start=mark), "\n".join(app_out.lines[-3:]))
+    page.wait_for_selector("#expanded", state="hidden", timeout=10000)
+
+    # The media play/pause button: drawn over the frame, a press reaches the extension
+    # (mediaPlay/mediaPause re-render its view), its state follows mediaPlayingStarted.
+    post({"id": "media", "title": "Song", "body": "a song", "category": "fixture", "thread": "fixture-media",
+          "userInfo": {"fixture": "media", "tint": "#ff0000"}})
+    page.wait_for_selector('#groups .card[data-id="media"]', timeout=10000)
+    expand(page, "media")
+    try:
+        page.wait_for_selector('#expanded[data-extension="open"] .extension-slot .media-button', timeout=15000)
+    except Exception:
+        check("the extension's media button is drawn over its frame", False, str(page.evaluate("document.querySelector('#expanded').dataset.extension")))
+        return
+    button = page.evaluate("""() => { const b = document.querySelector('#expanded .media-button'), s = getComputedStyle(b);
+        return [b.dataset.playing, s.position, s.left, s.top, s.width, s.color, b.parentElement.querySelector('iframe') !== null]; }""")
+    check("the extension's media button is drawn over its frame at its frame and tint",
+          button == ["false", "absolute", "10px", "20px", "44px", "rgb(255, 0, 0)", True], str(button))
+
+    def frame_text():
+        frame = page.wait_for_selector("#expanded .extension-slot iframe").content_frame()
+        try:
+            return frame.evaluate("document.body ? document.body.innerText : ''")
+        except Exception:
+            return ""
+
+    def wait_frame(word):
+        for _ in range(100):
+            if word in frame_text():
+                return True
+            time.sleep(0.1)
+        return False
+
+    page.click("#expanded .media-button")
+    page.wait_for_selector('#expanded .media-button[data-playing="true"]', timeout=10000)
+    check("pressing play calls the extension's mediaPlay and shows pause", wait_frame("playing"), frame_text())
+    page.click("#expanded .media-button")
+    page.wait_for_selector('#expanded .media-button[data-playing="false"]', timeout=10000)
+    check("pressing pause calls the extension's mediaPause and shows play", wait_frame("paused"), frame_text())
+    page.click('#expanded .action[data-action="play-self"]')
+    try:
+        page.wait_for_selector('#expanded .media-button[data-playing="true"]', timeout=10000)
+        started = True
+    except Exception:
+        started = False
+    check("mediaPlayingStarted from the extension context turns the button to pause", started,
+          str(page.evaluate("document.querySelector('#expanded .media-button')?.dataset.playing")))
+    page.click("#expanded .close")
+    page.wait_for_selector("#expanded", state="hidden", timeout=10000)
 
 
 def content_extension(page, args, env, data_dir, work):

@@ -39,7 +39,7 @@ import TidingsTestSupport
         let checks = lines.filter { $0.hasPrefix("ok ") || $0.hasPrefix("FAIL ") }
         for line in checks where line.hasPrefix("FAIL ") { Issue.record(Comment(rawValue: line)) }
         for line in lines where line.hasPrefix("bench ") { print(line) }
-        #expect(checks.count >= 50, "the script stopped early:\n\(output.suffix(3000))")
+        #expect(checks.count >= 80, "the script stopped early:\n\(output.suffix(3000))")
         #expect(process.terminationStatus == 0, "\(output.suffix(3000))")
     }
 }

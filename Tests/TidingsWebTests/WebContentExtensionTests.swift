@@ -23,6 +23,7 @@ import TidingsEngine
                                     sandbox: "", heightRatio: 0.5, defaultContentHidden: false, title: nil, actions: [], failure: nil)
         }
         func perform(session: UInt64, action: String, text: String?) async throws -> WebExtensionOutcome { .dismissed }
+        func media(session: UInt64, play: Bool) async throws -> WebExtensionOutcome { .dismissed }
         func close(session: UInt64) async { closed.withLock { $0.append(session) } }
         func events(session: UInt64) async -> AsyncStream<WebExtensionOutcome> { AsyncStream { _ in } }
     }

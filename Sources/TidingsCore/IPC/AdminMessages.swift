@@ -66,8 +66,10 @@ public struct SettingsChange: Sendable, Hashable, Codable {
     public var showPreviews: ShowPreviewsValue?
     public var timeSensitive: SettingValue?
     public var criticalAlert: SettingValue?
+    public var grouping: NotificationGroupingValue?
 
-    public init(authorizationStatus: AuthorizationStatusValue? = nil, alert: SettingValue? = nil, sound: SettingValue? = nil, badge: SettingValue? = nil, notificationCenter: SettingValue? = nil, lockScreen: SettingValue? = nil, alertStyle: AlertStyleValue? = nil, showPreviews: ShowPreviewsValue? = nil, timeSensitive: SettingValue? = nil, criticalAlert: SettingValue? = nil) {
+    public init(authorizationStatus: AuthorizationStatusValue? = nil, alert: SettingValue? = nil, sound: SettingValue? = nil, badge: SettingValue? = nil, notificationCenter: SettingValue? = nil, lockScreen: SettingValue? = nil, alertStyle: AlertStyleValue? = nil, showPreviews: ShowPreviewsValue? = nil, timeSensitive: SettingValue? = nil, criticalAlert: SettingValue? = nil, grouping: NotificationGroupingValue? = nil) {
+        self.grouping = grouping
         self.authorizationStatus = authorizationStatus
         self.alert = alert
         self.sound = sound
@@ -81,6 +83,10 @@ public struct SettingsChange: Sendable, Hashable, Codable {
     }
 
     public func apply(to settings: inout NotificationSettingsValue) {
+        // The grouping is the person's choice of how to see the app: it outlives turning
+        // notifications off and on.
+        let grouping = self.grouping ?? settings.grouping
+        defer { settings.grouping = grouping }
         if let authorizationStatus {
             let wasAllowed = settings.isAllowed
             settings.authorizationStatus = authorizationStatus

@@ -68,6 +68,12 @@ public enum ShowPreviewsValue: Int, Sendable, Hashable, Codable, CaseIterable {
 }
 
 /// `UNNotificationSettings`' state: the person's choices for one app.
+/// Settings ▸ Notifications ▸ Notification Grouping: by thread (automatic), one stack per
+/// app, or none.
+public enum NotificationGroupingValue: String, Sendable, Hashable, Codable, CaseIterable {
+    case automatic, byApp, off
+}
+
 public struct NotificationSettingsValue: Sendable, Hashable, Codable {
     public var authorizationStatus: AuthorizationStatusValue = .notDetermined
     public var soundSetting: SettingValue = .notSupported
@@ -84,6 +90,10 @@ public struct NotificationSettingsValue: Sendable, Hashable, Codable {
     public var timeSensitiveSetting: SettingValue = .notSupported
     public var scheduledDeliverySetting: SettingValue = .notSupported
     public var directMessagesSetting: SettingValue = .notSupported
+    /// Settings ▸ Notifications ▸ Notification Grouping (how the center stacks the app's
+    /// notifications; iOS has no API for it); nil: automatic. Optional, so settings stored
+    /// before it existed still decode.
+    public var grouping: NotificationGroupingValue?
 
     public init() {}
 

@@ -114,6 +114,7 @@ function handle(event) {
       const app = state.apps.get(event.app);
       if (app) app.settings = event.settings;
       renderSettings();
+      scheduleRender();
       break;
     }
   }
@@ -237,7 +238,8 @@ function card(n, options = {}) {
 
 // MARK: The center
 
-function groupingOf(app) { return localStorage.getItem("grouping:" + app) || "automatic"; }
+// Settings ▸ Notifications ▸ Notification Grouping, kept by the daemon with the app's other settings.
+function groupingOf(app) { return state.apps.get(app)?.settings?.grouping ?? "automatic"; }
 
 // Apps, newest first; in each, stacks by thread (or one per app, or none), newest first.
 function groups() {
@@ -477,6 +479,7 @@ function showExtensionView(view) {
   }
   frame.src = view.frame;
   slot.hidden = false;
+  drawMediaButton(slot, view.media);
   const width = slot.clientWidth || $(".expanded", overlay).clientWidth || 416;
   frame.style.height = Math.round(width * view.heightRatio) + "px";
   $(".default-content", overlay).hidden = view.defaultContentHidden;
@@ -485,6 +488,34 @@ function showExtensionView(view) {
   if (view.title) $(".app-name", overlay).textContent = view.title;
   renderActions(view.actions);
   overlay.dataset.extension = "open";
+}
+
+// The media play/pause button the extension declares (mediaPlayPauseButtonType, …Frame,
+// …TintColor), drawn by the page over the frame as iOS draws it over the view: a press
+// calls the extension's mediaPlay() or mediaPause(); "playing" follows what the extension
+// reports (mediaPlayingStarted/Paused). Overlay buttons fade while the media plays.
+function drawMediaButton(slot, media) {
+  let button = slot.querySelector(".media-button");
+  if (!media) { button?.remove(); return; }
+  if (!button) {
+    button = el("button", "media-button");
+    button.type = "button";
+    button.addEventListener("click", () => extensionMedia(button.dataset.playing !== "true"));
+    slot.append(button);
+  }
+  const [x, y, width, height] = media.frame;
+  Object.assign(button.style, { left: x + "px", top: y + "px", width: width + "px", height: height + "px" });
+  button.style.color = media.tintColor ?? "";
+  button.classList.toggle("overlay-style", media.type === 2);
+  button.dataset.playing = media.playing ? "true" : "false";
+  button.textContent = media.playing ? "❚❚" : "▶";
+  button.setAttribute("aria-label", media.playing ? "Pause" : "Play");
+}
+
+async function extensionMedia(play) {
+  if (extensionSession === null) return;
+  const result = await (await post("/api/extension/media", { session: extensionSession, play })).json();
+  extensionOutcome(result);
 }
 
 function extensionFailed(why) {
@@ -724,7 +755,7 @@ function renderAppSettings(bundle) {
       select("Show Previews", "previews", [["Always", 0], ["When Unlocked", 1], ["Never", 2]], s.showPreviewsSetting,
         (v) => change({ showPreviews: Number(v) }).then(load)),
       select("Notification Grouping", "grouping", [["Automatic", "automatic"], ["By App", "byApp"], ["Off", "off"]], groupingOf(bundle),
-        (v) => { localStorage.setItem("grouping:" + bundle, v); renderCenter(); }));
+        (v) => change({ grouping: v }).then(scheduleRender)));
     if (s.providesAppNotificationSettings) {
       const own = el("button", "app-settings", app.name + " Notification Settings");
       own.type = "button";

@@ -4,7 +4,7 @@
 //
 //   {"id": "m1", "title": "…", "body": "…", "thread": "t", "category": "message",
 //    "image": "/path/to/file.png", "summaryArgument": "Ann", "relevance": 0.5,
-//    "level": "timeSensitive", "sound": "default" | "<name>"}
+//    "level": "timeSensitive", "sound": "default" | "<name>", "userInfo": {…}}
 //   {"bulk": 10000, "threads": 100}      adds that many, spread over that many threads
 //
 //   {"settings": true}                   prints the app's notification settings
@@ -45,6 +45,7 @@ func content(_ item: [String: Any]) throws -> UNMutableNotificationContent {
     content.summaryArgument = item["summaryArgument"] as? String ?? ""
     content.summaryArgumentCount = item["summaryArgumentCount"] as? Int ?? 0
     content.relevanceScore = item["relevance"] as? Double ?? 0
+    if let userInfo = item["userInfo"] as? [String: Any] { content.userInfo = userInfo }
     if let badge = item["badge"] as? Int { content.badge = NSNumber(value: badge) }
     switch item["level"] as? String {
     case "passive": content.interruptionLevel = .passive
@@ -86,6 +87,9 @@ struct WebCenterTestApp {
             UNNotificationCategory(identifier: "message", actions: [reply, like, archive, delete], intentIdentifiers: [],
                                    hiddenPreviewsBodyPlaceholder: "%u new messages", categorySummaryFormat: "%u more messages from %@",
                                    options: [.customDismissAction]),
+            // The category of Tests/Fixtures/TestContentExtension in the browser test's manifest.
+            UNNotificationCategory(identifier: "fixture", actions: [UNNotificationAction(identifier: "play-self", title: "Play", options: [])],
+                                   intentIdentifiers: [], options: []),
         ])
         _ = await center.notificationCategories()
         say("ready")
