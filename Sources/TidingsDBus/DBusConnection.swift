@@ -238,6 +238,9 @@ public final class DBusConnection: Sendable {
     /// Whether the connection is still open.
     public var isOpen: Bool { router.isOpen }
 
+    /// Calls waiting for their replies now (at most `maximumPendingCalls`).
+    public var pendingCalls: Int { router.pendingCount }
+
     /// Closes the connection: waiting calls fail with `DBusError.disconnected`, `signals` ends.
     public func close() async {
         try? await channel.close()
@@ -272,6 +275,8 @@ final class DBusRouter: Sendable {
     }
 
     var isOpen: Bool { state.withLock { $0.closed == nil } }
+
+    var pendingCount: Int { state.withLock { $0.pending.count } }
 
     func nextSerial() -> UInt32 {
         state.withLock { state in

@@ -124,8 +124,17 @@ public final class RecordingLauncher: AppLauncher {
     public var launches: [(bundleIdentifier: String, state: AppState, reason: LaunchReason)] { log.withLock { $0.map { ($0.0, $0.1, $0.2) } } }
 
     public func launch(_ app: AppRecord, state: AppState, reason: LaunchReason) async throws {
-        log.withLock { $0.append((app.bundleIdentifier, state, reason)) }
+        try await launch(app, state: state, reason: reason, activationToken: nil)
     }
+
+    public func launch(_ app: AppRecord, state: AppState, reason: LaunchReason, activationToken: String?) async throws {
+        log.withLock { $0.append((app.bundleIdentifier, state, reason)) }
+        tokens.withLock { $0.append(activationToken) }
+    }
+
+    /// The activation token of each launch, in order (nil: none).
+    public var activationTokens: [String?] { tokens.withLock { $0 } }
+    private let tokens = Mutex<[String?]>([])
 }
 
 /// Waits for a condition that asynchronous work will make true; fails after a generous

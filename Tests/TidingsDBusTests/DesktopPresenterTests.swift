@@ -197,6 +197,46 @@ struct DesktopPresenterTests {
         await setup.stop()
     }
 
+    @Test("ActivationToken before ActionInvoked: the app launched for the response gets it (XDG_ACTIVATION_TOKEN); a token for another id is not used")
+    func activationToken() async throws {
+        guard let setup = try await Self.start() else { return }
+        // An app that is not running when the person acts: its response launches it.
+        let bundle = "com.example.launched"
+        let transport = try await setup.system.connect(bundle, state: .background)
+        _ = try await transport.call(.requestAuthorization([.alert]))
+        _ = try await transport.call(.setCategories([CategoryValue(identifier: "chat", actions: [ActionValue(identifier: "ok", title: "OK")])]))
+        for identifier in ["t", "u"] {
+            var content = NotificationContentValue()
+            content.title = identifier
+            content.categoryIdentifier = "chat"
+            _ = try await transport.call(.add(NotificationRequestValue(identifier: identifier, content: content, trigger: nil)))
+        }
+        #expect(await eventually { setup.presenter.serverID(bundle: bundle, identifier: "u") != nil })
+        await transport.disconnect()
+        let t = try #require(setup.presenter.serverID(bundle: bundle, identifier: "t"))
+        let u = try #require(setup.presenter.serverID(bundle: bundle, identifier: "u"))
+
+        // A token for u, then an action on t: not t's token.
+        try await setup.mock.emit("ActivationToken", "us", [.uint32(u), .string("token-of-u")])
+        try await setup.mock.emit("ActivationToken", "us", [.uint32(t), .string("token-of-t")])
+        try await setup.mock.emit("ActionInvoked", "us", [.uint32(t), .string("ok")])
+        #expect(await eventually { !setup.system.launcher.activationTokens.isEmpty })
+        #expect(setup.system.launcher.launches.map(\.bundleIdentifier) == [bundle])
+        #expect(setup.system.launcher.activationTokens == ["token-of-t"])
+        await setup.stop()
+    }
+
+    @Test("ProcessLauncher: XDG_ACTIVATION_TOKEN is the launch's token; the daemon's own is never passed on")
+    func activationTokenEnvironment() throws {
+        let launcher = ProcessLauncher(socketPath: "/tmp/s", logger: Logger(label: "t"))
+        let app = AppRecord(bundleIdentifier: "com.example.x", displayName: "X", executable: "/usr/bin/true", directory: "/tmp", installedAt: Date(timeIntervalSince1970: 0))
+        let inherited = ["XDG_ACTIVATION_TOKEN": "stale", "HOME": "/h"]
+        #expect(launcher.environment(for: app, state: .active, reason: .response, activationToken: "fresh", inheriting: inherited)["XDG_ACTIVATION_TOKEN"] == "fresh")
+        let without = launcher.environment(for: app, state: .active, reason: .response, inheriting: inherited)
+        #expect(without["XDG_ACTIVATION_TOKEN"] == nil)
+        #expect(without["HOME"] == "/h")
+    }
+
     @Test("no session bus: the presenter is off, says so, and the engine presents on")
     func noBus() async throws {
         let presenter = DesktopPresenter(configuration: DesktopPresenterConfiguration(environment: ["DBUS_SESSION_BUS_ADDRESS": "unix:path=/nonexistent/bus"]), logger: Logger(label: "t"))

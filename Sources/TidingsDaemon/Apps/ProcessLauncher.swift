@@ -15,11 +15,15 @@ public struct ProcessLauncher: AppLauncher {
     }
 
     public func launch(_ app: AppRecord, state: AppState, reason: LaunchReason) async throws {
+        try await launch(app, state: state, reason: reason, activationToken: nil)
+    }
+
+    public func launch(_ app: AppRecord, state: AppState, reason: LaunchReason, activationToken: String?) async throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: app.executable)
         process.arguments = app.arguments
         process.currentDirectoryURL = URL(fileURLWithPath: app.directory)
-        process.environment = environment(for: app, state: state, reason: reason, inheriting: ProcessInfo.processInfo.environment)
+        process.environment = environment(for: app, state: state, reason: reason, activationToken: activationToken, inheriting: ProcessInfo.processInfo.environment)
         process.standardInput = FileHandle.nullDevice
         let bundle = app.bundleIdentifier
         let logger = logger
@@ -31,9 +35,13 @@ public struct ProcessLauncher: AppLauncher {
     }
 
     /// The launched process's environment: the daemon's, plus `TIDINGS_SOCKET`,
-    /// `TIDINGS_BUNDLE_ID`, `TIDINGS_LAUNCH_STATE` and `TIDINGS_LAUNCH_REASON` (docs/app-ipc.md).
-    public func environment(for app: AppRecord, state: AppState, reason: LaunchReason, inheriting inherited: [String: String]) -> [String: String] {
+    /// `TIDINGS_BUNDLE_ID`, `TIDINGS_LAUNCH_STATE` and `TIDINGS_LAUNCH_REASON` (docs/app-ipc.md),
+    /// and `XDG_ACTIVATION_TOKEN` when the desktop gave one for this launch (a token is good for
+    /// one launch: the daemon's own is never passed on).
+    public func environment(for app: AppRecord, state: AppState, reason: LaunchReason, activationToken: String? = nil,
+                            inheriting inherited: [String: String]) -> [String: String] {
         var environment = inherited
+        environment["XDG_ACTIVATION_TOKEN"] = activationToken
         environment["TIDINGS_SOCKET"] = socketPath
         environment["TIDINGS_BUNDLE_ID"] = app.bundleIdentifier
         environment["TIDINGS_LAUNCH_STATE"] = state.rawValue

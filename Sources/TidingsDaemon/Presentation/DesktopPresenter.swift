@@ -17,6 +17,8 @@ public struct DesktopPresenterConfiguration: Sendable {
     public var queueLimit = 4096
     /// Identifier ↔ id pairs kept; past it the oldest are forgotten (their bubbles stay, unlinked).
     public var maximumTracked = 1024
+    /// The saved ids file is read at start only up to this size; a larger one is ignored (ids start empty).
+    public var maximumStateFileBytes = 4 << 20
 
     public init(environment: [String: String] = ProcessInfo.processInfo.environment, stateFile: String? = nil) {
         self.environment = environment
@@ -61,6 +63,9 @@ public final class DesktopPresenter: Presenter {
         var ids: [String: UInt32] = [:]
         var announcedOff = false
         var sent = 0
+        /// The last `ActivationToken` (spec 1.2), for the action that follows it on the same id:
+        /// one slot, so it holds one string at most.
+        var activation: (id: UInt32, token: String)?
     }
 
     public let configuration: DesktopPresenterConfiguration
@@ -81,7 +86,7 @@ public final class DesktopPresenter: Presenter {
         self.onNotify = onNotify
         (work, workInput) = AsyncStream.makeStream(of: Work.self, bufferingPolicy: .bufferingOldest(max(1, configuration.queueLimit)))
         (saves, saveRequest) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
-        if let persisted = Self.load(configuration.stateFile) {
+        if let persisted = Self.load(configuration.stateFile, maximumBytes: configuration.maximumStateFileBytes) {
             state.withLock { state in
                 state.owner = persisted.server
                 for entry in persisted.entries {
@@ -279,6 +284,12 @@ public final class DesktopPresenter: Presenter {
         guard let owner, signal.sender == owner, let id = signal.body.first?.uint32Value else { return }
         let argument = signal.body.count > 1 ? signal.body[1] : nil
         switch signal.member {
+        case "ActivationToken":
+            guard let token = argument?.stringValue else { return }
+            state.withLock { state in
+                guard state.entries[id] != nil else { return }
+                state.activation = (id, token)
+            }
         case "ActionInvoked":
             guard let key = argument?.stringValue, let entry = state.withLock({ $0.entries[id] }) else { return }
             if key == DesktopNotification.inlineReplyKey { return }
@@ -286,10 +297,10 @@ public final class DesktopPresenter: Presenter {
                 logger.info("desktop notifications: an action that needs a reply; answer with tidings notifications respond", metadata: ["key": "\(key)"])
                 return
             }
-            await respond(engine, entry, action: action, text: nil)
+            await respond(engine, entry, action: action, text: nil, activationToken: takeActivationToken(id))
         case "NotificationReplied":
             guard let text = argument?.stringValue, let entry = state.withLock({ $0.entries[id] }), let action = entry.replyAction else { return }
-            await respond(engine, entry, action: action, text: text)
+            await respond(engine, entry, action: action, text: text, activationToken: takeActivationToken(id))
         case "NotificationClosed":
             guard let reason = argument?.uint32Value else { return }
             let entry = state.withLock { state -> Entry? in
@@ -306,11 +317,20 @@ public final class DesktopPresenter: Presenter {
         }
     }
 
-    /// The person's answer, by the engine's path for `tidings notifications respond`.
-    private func respond(_ engine: NotificationEngine?, _ entry: Entry, action: String, text: String?) async {
+    /// The token the server sent just before an action on `id`, used once.
+    private func takeActivationToken(_ id: UInt32) -> String? {
+        state.withLock { state in
+            defer { state.activation = nil }
+            return state.activation?.id == id ? state.activation?.token : nil
+        }
+    }
+
+    /// The person's answer, by the engine's path for `tidings notifications respond`; an app
+    /// launched for it gets the server's activation token.
+    private func respond(_ engine: NotificationEngine?, _ entry: Entry, action: String, text: String?, activationToken: String? = nil) async {
         guard let engine else { return }
         do {
-            try await engine.respond(bundle: entry.bundle, identifier: entry.identifier, actionIdentifier: action, userText: text)
+            try await engine.respond(bundle: entry.bundle, identifier: entry.identifier, actionIdentifier: action, userText: text, activationToken: activationToken)
         } catch {
             logger.info("desktop notifications: a response was not taken", metadata: ["app": "\(entry.bundle)", "request": "\(entry.identifier)", "error": "\(error)"])
         }
@@ -330,8 +350,10 @@ public final class DesktopPresenter: Presenter {
         }
     }
 
-    static func load(_ path: String?) -> Persisted? {
-        guard let path, let data = FileManager.default.contents(atPath: path), data.count <= 4 << 20 else { return nil }
+    static func load(_ path: String?, maximumBytes: Int) -> Persisted? {
+        // The size first: a larger file is not read into memory at all.
+        guard let path, let size = (try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? Int, size <= maximumBytes,
+              let data = FileManager.default.contents(atPath: path), data.count <= maximumBytes else { return nil }
         return try? JSONDecoder().decode(Persisted.self, from: data)
     }
 }

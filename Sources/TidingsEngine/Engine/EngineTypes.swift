@@ -39,6 +39,16 @@ public protocol AppLauncher: Sendable {
     /// foreground option or the default action, `.background` otherwise.
     /// `reason`: a response waits for the app, or a silent push (docs/app-ipc.md).
     func launch(_ app: AppRecord, state: AppState, reason: LaunchReason) async throws
+    /// The same, with the desktop's activation token for the window the app opens
+    /// (`XDG_ACTIVATION_TOKEN`; from the notification server's `ActivationToken`), when there is one.
+    func launch(_ app: AppRecord, state: AppState, reason: LaunchReason, activationToken: String?) async throws
+}
+
+extension AppLauncher {
+    /// A launcher that has no use for an activation token launches as without one.
+    public func launch(_ app: AppRecord, state: AppState, reason: LaunchReason, activationToken: String?) async throws {
+        try await launch(app, state: state, reason: reason)
+    }
 }
 
 /// A launcher that launches nothing: for an engine with no app processes (tests of the engine alone).

@@ -10,7 +10,8 @@ extension NotificationEngine {
     /// kept until the app's delegate has handled it, launching the app if it is not running.
     /// `extensionActions`: actions a content extension showed in place of the category's
     /// (`extensionContext.notificationActions`), which a response may name too.
-    public func respond(bundle: String, identifier: String, actionIdentifier: String, userText: String? = nil, extensionActions: [ActionValue] = []) async throws {
+    public func respond(bundle: String, identifier: String, actionIdentifier: String, userText: String? = nil, extensionActions: [ActionValue] = [],
+                        activationToken: String? = nil) async throws {
         guard let notification = try await store.deliveredNotification(identifier, for: bundle).value else {
             throw NotificationError(.invalidRequest, "\(bundle) has no delivered notification \"\(identifier)\"")
         }
@@ -44,7 +45,7 @@ extension NotificationEngine {
         let response = ResponseValue(notification: notification, actionIdentifier: actionIdentifier, userText: text)
         _ = try await store.holdResponse(response, for: bundle).value
         let foreground = actionIdentifier == ActionIdentifier.default || (action.map { $0.options & ActionValue.foreground != 0 } ?? false)
-        await routeHeldResponses(bundle, launchState: foreground ? .active : .background)
+        await routeHeldResponses(bundle, launchState: foreground ? .active : .background, activationToken: activationToken)
     }
 
     /// The person asked for the app's own notification settings screen.
@@ -60,11 +61,11 @@ extension NotificationEngine {
         }
     }
 
-    func routeHeldResponses(_ bundle: String, launchState: AppState) async {
+    func routeHeldResponses(_ bundle: String, launchState: AppState, activationToken: String? = nil) async {
         if sessions.values.contains(where: { $0.bundleIdentifier == bundle && $0.hasDelegate }) {
             await dispatchHeldResponses(bundle)
         } else if !sessions.values.contains(where: { $0.bundleIdentifier == bundle }) {
-            await launch(bundle, state: launchState, reason: .response)
+            await launch(bundle, state: launchState, reason: .response, activationToken: activationToken)
         }
         // A running process without a delegate gets its responses when it sets one.
     }
@@ -96,11 +97,11 @@ extension NotificationEngine {
         } while redispatchResponses.contains(bundle)
     }
 
-    func launch(_ bundle: String, state: AppState, reason: LaunchReason) async {
+    func launch(_ bundle: String, state: AppState, reason: LaunchReason, activationToken: String? = nil) async {
         guard !launching.contains(bundle), let app = try? await app(bundle) else { return }
         launching.insert(bundle)
         do {
-            try await configuration.launcher.launch(app, state: state, reason: reason)
+            try await configuration.launcher.launch(app, state: state, reason: reason, activationToken: activationToken)
             logger.info("launched app", metadata: ["app": "\(bundle)", "reason": "\(reason.rawValue)"])
         } catch {
             launching.remove(bundle)
