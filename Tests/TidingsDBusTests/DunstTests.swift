@@ -41,12 +41,6 @@ struct DunstTests {
         #expect(await app.waitForOutput("scheduled saySomething"), "\(app.output)")
         #expect(await eventually { (try? runTool("/usr/bin/dunstctl", ["count", "displayed"], environment: environment))?.output.trimmingCharacters(in: .whitespacesAndNewlines) ?? "0" != "0" })
 
-        // The screenshot in docs/ (docs/images/dunst-bubble.png): TIDINGS_SCREENSHOT names where to write it.
-        let shot = ProcessInfo.processInfo.environment["TIDINGS_SCREENSHOT"] ?? bus.directory.appendingPathComponent("dunst.png").path
-        try? await Task.sleep(for: .milliseconds(300)) // dunst draws after it answers Notify; a picture, not a condition
-        let screenshot = try runTool("/usr/bin/import", ["-display", display, "-window", "root", shot], environment: environment)
-        #expect(screenshot.status == 0, "\(screenshot.output)")
-
         // A click on the bubble: dunst's default action, the delegate's tap.
         let action = try runTool("/usr/bin/dunstctl", ["action", "0"], environment: environment)
         #expect(action.status == 0, "\(action.output)")
@@ -54,6 +48,16 @@ struct DunstTests {
         let history = try runTool("/usr/bin/dunstctl", ["history"], environment: environment)
         #expect(history.output.contains("Say something"), "\(history.output)")
         #expect(history.output.contains("Tidings Sample"))
+
+        // The sample app's second notification (seed 000's items) carries an image attachment:
+        // its bubble shows the image (the `image-path` hint into the app's store) and its buttons.
+        #expect(await app.waitForOutput("scheduled items now"), "\(app.output)")
+        #expect(await eventually { (try? runTool("/usr/bin/dunstctl", ["count", "displayed"], environment: environment))?.output.trimmingCharacters(in: .whitespacesAndNewlines) ?? "0" != "0" })
+        // The screenshot in docs/ (docs/images/dunst-bubble.png): TIDINGS_SCREENSHOT names where to write it.
+        let shot = ProcessInfo.processInfo.environment["TIDINGS_SCREENSHOT"] ?? bus.directory.appendingPathComponent("dunst.png").path
+        try? await Task.sleep(for: .milliseconds(300)) // dunst draws after it answers Notify; a picture, not a condition
+        let screenshot = try runTool("/usr/bin/import", ["-display", display, "-window", "root", shot], environment: environment)
+        #expect(screenshot.status == 0, "\(screenshot.output)")
         await watcher.close()
     }
 
