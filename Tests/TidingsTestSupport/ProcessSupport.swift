@@ -78,9 +78,19 @@ public final class ChildProcess: Sendable {
 
 /// Runs the `tidings` CLI to completion; standard output and error together.
 public func runTidings(_ arguments: [String]) throws -> (status: Int32, output: String) {
+    try runTool(BuiltProducts.tidings, arguments)
+}
+
+/// Runs a program to completion with this process's environment plus `environment`;
+/// its exit status and standard output and error together.
+@discardableResult
+public func runTool(_ path: String, _ arguments: [String], environment: [String: String] = [:]) throws -> (status: Int32, output: String) {
     let process = Process()
-    process.executableURL = URL(fileURLWithPath: BuiltProducts.tidings)
+    process.executableURL = URL(fileURLWithPath: path)
     process.arguments = arguments
+    if !environment.isEmpty {
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+    }
     let pipe = Pipe()
     process.standardOutput = pipe
     process.standardError = pipe

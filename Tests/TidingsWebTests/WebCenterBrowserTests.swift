@@ -19,8 +19,6 @@ import TidingsTestSupport
         let work = FileManager.default.temporaryDirectory.appendingPathComponent("web-center-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: work) }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.browserPython!)
         var arguments = [BuiltProducts.packageRoot.appendingPathComponent("Tests/Browser/web_center.py").path,
                          "--tidings", BuiltProducts.tidings, "--app", BuiltProducts.path("WebCenterTestApp"), "--work", work.path]
         // The screenshots in docs/ are made by this test when asked (TIDINGS_WEB_SHOTS=1).
@@ -28,18 +26,12 @@ import TidingsTestSupport
             arguments += ["--shots", BuiltProducts.packageRoot.appendingPathComponent("docs/images").path]
         }
         if ProcessInfo.processInfo.environment["TIDINGS_WEB_BENCH"] != nil { arguments.append("--bench") }
-        process.arguments = arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
-        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
+        let (status, output) = try runTool(Self.browserPython!, arguments)
         let lines = output.split(separator: "\n").map(String.init)
         let checks = lines.filter { $0.hasPrefix("ok ") || $0.hasPrefix("FAIL ") }
         for line in checks where line.hasPrefix("FAIL ") { Issue.record(Comment(rawValue: line)) }
         for line in lines where line.hasPrefix("bench ") { print(line) }
         #expect(checks.count >= 80, "the script stopped early:\n\(output.suffix(3000))")
-        #expect(process.terminationStatus == 0, "\(output.suffix(3000))")
+        #expect(status == 0, "\(output.suffix(3000))")
     }
 }
