@@ -197,13 +197,9 @@ extension WebCenter {
         for app in apps {
             guard case .settings(let settings) = await admin(.settings(app.bundleIdentifier)) else { continue }
             settingsByApp[app.bundleIdentifier] = settings
-            let categories = app.extensions.filter { $0.point == .content }.flatMap { ext -> [String] in
-                switch ext.attributes["UNNotificationExtensionCategory"] {
-                case .string(let one)?: [one]
-                case .array(let many)?: many.compactMap { if case .string(let s) = $0 { s } else { nil } }
-                default: []
-                }
-            }
+            // The manifest's declaration, read as the host reads it (installed manifests passed it).
+            let categories = app.extensions.filter { $0.point == .content }
+                .flatMap { (try? ContentExtensionDeclaration(extension: $0))?.categories ?? [] }
             views.append(AppView(app: app.bundleIdentifier, name: app.displayName, hasIcon: WebFiles.icon(appDirectory: app.directory) != nil,
                                  settings: settings, contentExtensionCategories: categories))
         }

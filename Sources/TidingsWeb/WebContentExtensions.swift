@@ -67,7 +67,6 @@ public enum WebExtensionOutcome: Sendable, Hashable {
 /// forgotten when the view closes.
 final class ExtensionFrames: Sendable {
     struct Frame {
-        var session: UInt64
         var document: String
         var policy: String
         var attachments: [String]
@@ -85,7 +84,7 @@ final class ExtensionFrames: Sendable {
             if let token = state.tokens[session] { return token }
             let token = Self.newToken()
             state.tokens[session] = token
-            state.byToken[token] = Frame(session: session, document: "", policy: "", attachments: [])
+            state.byToken[token] = Frame(document: "", policy: "", attachments: [])
             return token
         }
     }
@@ -104,13 +103,9 @@ final class ExtensionFrames: Sendable {
         frames.withLock { $0.byToken[token] }
     }
 
-    func session(token: String) -> UInt64? { frame(token: token)?.session }
-
     func forget(session: UInt64) {
         frames.withLock { state in
             if let token = state.tokens.removeValue(forKey: session) { state.byToken[token] = nil }
         }
     }
-
-    var count: Int { frames.withLock { $0.tokens.count } }
 }

@@ -29,16 +29,9 @@ public struct WebSecret: Sendable {
 
     /// Reads the secret, creating it (0600, exclusively) when there is none.
     public static func loadOrCreate(dataDirectory: String) throws -> WebSecret {
-        let path = path(dataDirectory: dataDirectory)
-        if let existing = try? String(contentsOfFile: path, encoding: .utf8) {
-            let value = existing.trimmingCharacters(in: .whitespacesAndNewlines)
-            if value.utf8.count == 64, value.utf8.allSatisfy(Self.isHexDigit) { return WebSecret(value: value) }
-        }
-        var bytes = [UInt8](repeating: 0, count: 32)
-        var generator = SystemRandomNumberGenerator()
-        for index in bytes.indices { bytes[index] = UInt8.random(in: 0...255, using: &generator) }
-        let value = bytes.map { String(format: "%02x", $0) }.joined()
-        try PrivateFile.create(path, contents: Array((value + "\n").utf8), mode: 0o600, replacing: true)
+        if let existing = load(dataDirectory: dataDirectory) { return existing }
+        let value = ExtensionFrames.newToken()   // 32 random bytes as hex, as a frame's token
+        try PrivateFile.create(path(dataDirectory: dataDirectory), contents: Array((value + "\n").utf8), mode: 0o600, replacing: true)
         return WebSecret(value: value)
     }
 

@@ -453,11 +453,12 @@ public actor ContentExtensionHost: Presenter {
                 fail(hosted, problem)
                 return false
             }
-            switch reply.withCheckedTint {
+            let reply = reply.withCheckedTint
+            switch reply {
             case .rendered(let id, _, _), .responded(let id, _, _, _):
                 let waiting = hosted.pending.removeValue(forKey: id)!
                 waiting.timer.cancel()
-                waiting.continuation.resume(returning: .success(reply.withCheckedTint))
+                waiting.continuation.resume(returning: .success(reply))
             case .event(let session, let event):
                 await contextEvent(event, session: session)
             }
