@@ -17,7 +17,7 @@ final class PrivateBus: Sendable {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let listen = abstract ? "unix:abstract=\(directory.path)/bus" : "unix:path=\(directory.path)/bus"
         let process = try ChildProcess("/usr/bin/dbus-daemon", ["--session", "--nofork", "--nopidfile", "--print-address=1", "--address=\(listen)"], directory: directory, name: "dbus-daemon")
-        guard await eventually({ process.output.contains("unix:") }), let line = process.output.split(separator: "\n").first(where: { $0.hasPrefix("unix:") }) else {
+        guard await process.waitForOutput("unix:"), let line = process.output.split(separator: "\n").first(where: { $0.hasPrefix("unix:") }) else {
             process.stop()
             Issue.record("dbus-daemon did not start: \(process.output)")
             return nil

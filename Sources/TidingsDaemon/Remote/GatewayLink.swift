@@ -234,12 +234,12 @@ public actor GatewayLink: RemoteNotificationLink {
     /// arrived (up to `maximumHandOff`): the engine records them in one group commit and shows
     /// each once durable; then they are marked processed together.
     private func processApp(_ bundle: String) async {
-        while var queue = appQueues[bundle], let first = queue.first {
+        while let first = appQueues[bundle]?.first {
             var batch: [RemotePush] = []
-            while let next = queue.first, next.recovering == first.recovering, batch.count < configuration.maximumHandOff {
-                batch.append(queue.removeFirst().push)
+            // Taken from the queue in place (a copy of it would be copied again on the first removal).
+            while let next = appQueues[bundle]?.first, next.recovering == first.recovering, batch.count < configuration.maximumHandOff {
+                batch.append(appQueues[bundle]!.removeFirst().push)
             }
-            appQueues[bundle] = queue
             var fresh = batch
             if first.recovering {
                 // Received before a crash: one already in the delivered list was shown; report it, do not show it again.
