@@ -202,9 +202,12 @@ public final class DBusConnection: Sendable {
             channel.writeAndFlush(ByteBuffer(bytes: message.encoded())).whenFailure { _ in
                 router.resolve(serial, with: .failure(DBusError.disconnected))
             }
-            channel.eventLoop.scheduleTask(in: timeout) {
+            let timer = channel.eventLoop.scheduleTask(in: timeout) {
                 router.resolve(serial, with: .failure(DBusError.timeout))
             }
+            // Cancelled when the reply comes (or at once, if it already came): a timer per
+            // call would otherwise outlive its call by the whole timeout.
+            router.setTimer(timer, for: serial)
         }
     }
 
@@ -262,6 +265,7 @@ final class DBusRouter: Sendable {
     private struct State {
         var nextSerial: UInt32 = 1
         var pending: [UInt32: CheckedContinuation<DBusMessage, any Error>] = [:]
+        var timers: [UInt32: Scheduled<Void>] = [:]
         var closed: (any Error)?
     }
 
@@ -307,8 +311,20 @@ final class DBusRouter: Sendable {
     }
 
     func resolve(_ serial: UInt32, with result: Result<DBusMessage, any Error>) {
-        let continuation = state.withLock { $0.pending.removeValue(forKey: serial) }
+        let (continuation, timer) = state.withLock { ($0.pending.removeValue(forKey: serial), $0.timers.removeValue(forKey: serial)) }
+        timer?.cancel()
         continuation?.resume(with: result)
+    }
+
+    /// The timeout of a waiting call, cancelled when the call is resolved; at once when it
+    /// already was.
+    func setTimer(_ timer: Scheduled<Void>, for serial: UInt32) {
+        let waiting = state.withLock { state -> Bool in
+            guard state.pending[serial] != nil else { return false }
+            state.timers[serial] = timer
+            return true
+        }
+        if !waiting { timer.cancel() }
     }
 
     /// A message from the bus: a reply resumes its call (a reply to nothing is dropped), a
@@ -329,11 +345,12 @@ final class DBusRouter: Sendable {
     }
 
     func close(_ error: any Error) {
-        let waiting = state.withLock { state -> [CheckedContinuation<DBusMessage, any Error>] in
+        let (waiting, timers) = state.withLock { state -> ([CheckedContinuation<DBusMessage, any Error>], [Scheduled<Void>]) in
             if state.closed == nil { state.closed = error }
-            defer { state.pending.removeAll() }
-            return Array(state.pending.values)
+            defer { state.pending.removeAll(); state.timers.removeAll() }
+            return (Array(state.pending.values), Array(state.timers.values))
         }
+        for timer in timers { timer.cancel() }
         for continuation in waiting { continuation.resume(throwing: error) }
         signals.finish()
     }
