@@ -115,8 +115,7 @@ extension WebCenter {
             let body = try await self.decode(SettingsBody.self, request, context)
             let reply = await self.admin(.changeSettings(body.app, body.change))
             switch reply {
-            case .settings(let settings):
-                self.hub.broadcast(.settings(app: body.app, settings: settings))
+            case .settings(let settings):   // the engine told the hub (settingsChanged)
                 return WebResponses.json(try JSONEncoder().encode(settings))
             case .failure(let error):
                 return WebResponses.text(error.message, status: .badRequest)

@@ -106,6 +106,11 @@ public final class WebHub: Presenter, ConsentProvider {
         broadcast(.badge(app: bundleIdentifier, count: count))
     }
 
+    /// Every change reaches the open pages, whoever made it (the page, `tidings settings`).
+    public func settingsChanged(bundleIdentifier: String, settings: NotificationSettingsValue) async {
+        broadcast(.settings(app: bundleIdentifier, settings: settings))
+    }
+
     // MARK: ConsentProvider
 
     /// Shows the prompt in every open page (and in pages opened later) until the person

@@ -24,6 +24,8 @@ extension ShowPreviewsValue: ExpressibleByArgument {
     public static var allValueStrings: [String] { allCases.map(\.name) }
 }
 
+extension NotificationGroupingValue: ExpressibleByArgument {}
+
 struct Settings: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Show or change an app's notification settings, as the person does in Settings.")
@@ -38,6 +40,8 @@ struct Settings: AsyncParsableCommand {
     @Option(name: .customLong("lock-screen"), help: "Lock screen (on|off).") var lockScreen: Switch?
     @Option(help: "Alert style: none, banner or alert.") var style: AlertStyleValue?
     @Option(help: "Show previews: always, whenAuthenticated or never.") var previews: ShowPreviewsValue?
+    @Option(help: "Notification grouping, as Settings ▸ Notifications shows it: automatic (by thread), byApp or off.")
+    var grouping: NotificationGroupingValue?
     @OptionGroup var location: LocationOptions
 
     func validate() throws {
@@ -50,7 +54,7 @@ struct Settings: AsyncParsableCommand {
             authorizationStatus: allow ? .authorized : deny ? .denied : nil,
             alert: alerts?.setting, sound: sounds?.setting, badge: badges?.setting,
             notificationCenter: list?.setting, lockScreen: lockScreen?.setting,
-            alertStyle: style, showPreviews: previews)
+            alertStyle: style, showPreviews: previews, grouping: grouping)
         let reply = try await admin.run(change == SettingsChange() ? .settings(bundleIdentifier) : .changeSettings(bundleIdentifier, change))
         guard case .settings(let settings) = reply else { return }
         print(Self.describe(settings, bundleIdentifier: bundleIdentifier))
@@ -74,6 +78,7 @@ struct Settings: AsyncParsableCommand {
           scheduledDeliverySetting   \(s.scheduledDeliverySetting.name)
           directMessagesSetting      \(s.directMessagesSetting.name)
           providesAppNotificationSettings \(s.providesAppNotificationSettings)
+          grouping                   \((s.grouping ?? .automatic).rawValue)
         """
     }
 }

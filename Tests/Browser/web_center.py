@@ -11,6 +11,7 @@ failure. With --bench it also measures fire → banner latency and the center wi
 notifications (docs/benchmarks.md, "Web notification center").
 """
 import argparse
+import base64
 import http.client
 import json
 import os
@@ -46,6 +47,35 @@ def png(width, height, colour):
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
     return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
             + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+
+
+def gif(frames, size=8, delay=1000):
+    """An animated GIF, one plain colour a frame (each shown `delay` hundredths of a second),
+    written by hand: a two-colour table per frame and LZW codes of 3 bits, a clear code
+    before every two pixels so the code size never grows."""
+    def image_data():
+        bits, count, out = 0, 0, bytearray()
+        codes = []
+        for _ in range(size * size // 2):
+            codes += [4, 0, 0]          # clear, then two pixels of colour 0
+        codes.append(5)                 # end of information
+        for code in codes:
+            bits |= code << count
+            count += 3
+            while count >= 8:
+                out.append(bits & 0xFF); bits >>= 8; count -= 8
+        if count:
+            out.append(bits & 0xFF)
+        blocks = b"".join(bytes([len(out[i:i + 255])]) + bytes(out[i:i + 255]) for i in range(0, len(out), 255))
+        return b"\x02" + blocks + b"\x00"
+    data = b"GIF89a" + struct.pack("<HHBBB", size, size, 0, 0, 0)
+    data += b"\x21\xff\x0bNETSCAPE2.0\x03\x01\x00\x00\x00"      # loop forever
+    for colour in frames:
+        data += b"\x21\xf9\x04\x00" + struct.pack("<H", delay) + b"\x00\x00"
+        # An image descriptor with a local table of two colours (flags 0x80: 2 entries).
+        data += b"\x2c" + struct.pack("<HHHHB", 0, 0, size, size, 0x80) + bytes(colour) + b"\x00\x00\x00"
+        data += image_data()
+    return data + b"\x3b"
 
 
 def wav():
@@ -264,6 +294,7 @@ def main():
                                      i.complete ? r(i.naturalWidth) : (i.onload = () => r(i.naturalWidth)); })""")
             check("the expanded notification shows the image at full size", width == 160, str(width))
             page.click("#expanded .close")
+            thumbnail_time(page, post, work)
 
             # Markup in a title or body is text.
             post({"id": "markup", "title": '<img src=x onerror="window.pwned=1"><b>bold</b>', "body": "<script>window.pwned=2</script>&amp;"})
@@ -450,7 +481,70 @@ def grouping(page, args, env, data_dir, port, session, app, app_out, post):
     choose("automatic")
     got = wait_stacks("1,2")
     check("back to automatic: stacks by thread again", got == "1,2", got)
+    # `tidings settings --grouping` reaches the open page at once (no reload).
+    changed = subprocess.run([args.tidings, "settings", APP, "--grouping", "off", "--data-dir", data_dir], capture_output=True, text=True, env=env)
+    got = wait_stacks("1,1,1")
+    check("tidings settings --grouping off reaches the open page", changed.returncode == 0 and got == "1,1,1", "%s %s" % (changed.stdout + changed.stderr, got))
+    open_settings()
+    value = page.eval_on_selector('#settings-app select[name="grouping"]', "s => s.value")
+    check("the page's settings show the grouping set by the CLI", value == "off", value)
+    page.click("#tab-center")
+    refused = subprocess.run([args.tidings, "settings", APP, "--grouping", "sideways", "--data-dir", data_dir], capture_output=True, text=True, env=env)
+    check("a bad --grouping is refused and changes nothing", refused.returncode != 0 and page.evaluate(stacks) == "1,1,1", refused.stderr)
+    subprocess.run([args.tidings, "settings", APP, "--grouping", "automatic", "--data-dir", data_dir], capture_output=True, env=env)
+    wait_stacks("1,2")
     request(port, "POST", "/api/dismiss", headers, json.dumps({"app": APP, "identifiers": ["g-1", "g-2", "g-3"]}))
+
+
+def thumbnail_time(page, post, work):
+    """UNNotificationAttachmentOptionsThumbnailTimeKey on an animated GIF (frame 0 red for
+    10 s, frame 1 blue): the banner's and the card's thumbnail is the still of that frame
+    (frame 0 without the option; past the last frame, the last), as the person sees it (the
+    centre pixel of a screenshot); the expanded view shows the whole animated GIF."""
+    def pixel(selector):
+        shot = base64.b64encode(page.query_selector(selector).screenshot(animations="disabled")).decode()
+        return page.evaluate("""async (b64) => {
+            const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+            const bitmap = await createImageBitmap(new Blob([bytes], { type: "image/png" }));
+            const context = new OffscreenCanvas(bitmap.width, bitmap.height).getContext("2d");
+            context.drawImage(bitmap, 0, 0);
+            return [...context.getImageData(bitmap.width >> 1, bitmap.height >> 1, 1, 1).data.slice(0, 3)]; }""", shot)
+
+    def colour(rgb):
+        r, g, b = rgb
+        return "red" if r > 180 and g < 80 and b < 80 else "blue" if b > 180 and r < 80 and g < 80 else str(rgb)
+
+    cases = [("gif-none", None, "red", "0"), ("gif-one", 1, "blue", "1"), ("gif-cmtime", {"value": 3, "timescale": 3}, "blue", "1"),
+             ("gif-fraction", 0.9, "red", "0"), ("gif-past-end", 1e9, "blue", "1")]
+    for identifier, frame, expected, index in cases:
+        path = os.path.join(work, "files", identifier + ".gif")
+        with open(path, "wb") as f:
+            f.write(gif([(255, 0, 0), (0, 0, 255)]))
+        item = {"id": identifier, "title": "GIF " + identifier, "image": path, "thread": identifier}
+        if frame is not None:
+            item["time"] = frame
+        page.evaluate("document.querySelectorAll('.banner').forEach(b => b.remove())")
+        post(item)
+        thumb = '.banner[data-id="%s"] .thumbnail' % identifier
+        try:
+            page.wait_for_selector(thumb + "[data-frame] canvas", timeout=10000)
+        except Exception:
+            pass
+        shown = page.get_attribute(thumb, "data-frame") if page.query_selector(thumb) else "no banner"
+        got = colour(pixel(thumb)) if page.query_selector(thumb) else "no banner"
+        check("ThumbnailTime %s: the banner's GIF thumbnail is frame %s (%s)" % (json.dumps(frame), index, expected),
+              got == expected and shown == index, "%s, frame %s" % (got, shown))
+    card = '#groups .card[data-id="gif-one"] .thumbnail'
+    page.evaluate("document.querySelectorAll('.banner').forEach(b => b.remove())")
+    page.wait_for_selector(card + "[data-frame] canvas", timeout=10000)
+    got = colour(pixel(card))
+    check("ThumbnailTime 1: the center's card shows frame 1 too", got == "blue", got)
+    expand(page, "gif-one")
+    full = page.wait_for_selector("#expanded:not([hidden]) .media img.attachment", timeout=10000)
+    check("the expanded view shows the whole animated GIF", full.get_attribute("src").endswith(".gif")
+          and page.query_selector("#expanded .media canvas") is None, full.get_attribute("src"))
+    page.click("#expanded .close")
+    page.evaluate("ids => dismiss(%s, ids)" % json.dumps(APP), [c[0] for c in cases])
 
 
 def expand(page, identifier):

@@ -122,6 +122,35 @@ struct EndToEndTests {
         #expect(unknown.output.contains("no app \"com.example.nothing\" is installed"))
     }
 
+    @Test("tidings settings --grouping: stored with the app's settings and shown; a bad value changes nothing")
+    func settingsGrouping() async throws {
+        let fixture = try DaemonFixture()
+        defer { fixture.remove() }
+        let daemon = try fixture.startDaemon()
+        defer { daemon.stop() }
+        #expect(await daemon.waitForOutput("daemon socket"))
+        #expect(try fixture.cli(["apps", "install", fixture.manifest]).status == 0)
+        let app = "com.example.tidings.sample"
+        let before = try fixture.cli(["settings", app, "--sounds", "on"])
+        #expect(before.status == 0, "\(before.output)")
+        #expect(before.output.contains("grouping                   automatic"), "\(before.output)")
+
+        let byApp = try fixture.cli(["settings", app, "--grouping", "byApp"])
+        #expect(byApp.status == 0, "\(byApp.output)")
+        #expect(byApp.output.contains("grouping                   byApp"), "\(byApp.output)")
+
+        let bad = try fixture.cli(["settings", app, "--grouping", "sideways", "--sounds", "off"])
+        #expect(bad.status != 0)
+        #expect(bad.output.contains("'sideways' is invalid for '--grouping") && bad.output.contains("'automatic', 'byApp' and 'off'"), "\(bad.output)")
+        let after = try fixture.cli(["settings", app]).output
+        #expect(after.contains("grouping                   byApp") && after.contains("soundSetting               enabled"), "nothing changed:\n\(after)")
+
+        // The grouping outlives turning notifications off and on; off is a choice of its own.
+        _ = try fixture.cli(["settings", app, "--deny"])
+        #expect(try fixture.cli(["settings", app, "--allow"]).output.contains("grouping                   byApp"))
+        #expect(try fixture.cli(["settings", app, "--grouping", "off"]).output.contains("grouping                   off"))
+    }
+
     /// Stops the app processes the daemon launched (their pids are in its log).
     func killLaunchedApps(in log: String) {
         for line in log.split(separator: "\n") where line.contains("launched app") {

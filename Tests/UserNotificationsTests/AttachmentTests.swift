@@ -154,6 +154,42 @@ struct AttachmentTests {
         } throws: { ($0 as? UNError)?.code == .invalidRequest }
     }
 
+    /// `UNNotificationAttachmentOptionsThumbnailTimeKey`: a frame or seconds as any number
+    /// type, or a CMTime dictionary as `CMTimeCopyAsDictionary` makes it; anything else is a
+    /// typed error at creation, before `add`.
+    @Test func thumbnailTimeAcceptsNumbersAndCMTimeDictionaries() throws {
+        let url = try dir.file("t.gif", Fixtures.gif)
+        func time(_ value: Any) throws -> Double? {
+            try UNNotificationAttachment(identifier: "a", url: url, options: [UNNotificationAttachmentOptionsThumbnailTimeKey: value]).options.thumbnailTime
+        }
+        #expect(try time(1) == 1)
+        #expect(try time(Int64(2)) == 2)
+        #expect(try time(UInt8(3)) == 3)
+        #expect(try time(Float(0.5)) == 0.5)
+        #expect(try time(NSNumber(value: 4)) == 4)
+        #expect(try time(1e12) == 1e12)   // past the end: the page shows the last frame
+        #expect(try time(["value": Int64(3), "timescale": Int32(2), "flags": UInt32(1), "epoch": Int64(0)]) == 1.5)
+        #expect(try time(["value": 0, "timescale": 600]) == 0)
+
+        let bad: [Any] = [
+            -1, -0.5, Double.nan, Double.infinity, "1", [1, 2],
+            ["value": 1], ["timescale": 1], ["value": "1", "timescale": 1],
+            ["value": 1, "timescale": 0], ["value": 1, "timescale": -1], ["value": 1, "timescale": 0.5],
+            ["value": 1.5, "timescale": 1], ["value": -3, "timescale": 1], ["value": 1, "timescale": 3e9],
+            ["value": Double.nan, "timescale": 1], ["value": 1e30, "timescale": 1],
+            ["value": 1, "timescale": 1, "flags": 0],          // not kCMTimeFlags_Valid
+            ["value": 1, "timescale": 1, "flags": 1 | 4],      // +infinity
+            ["value": 1, "timescale": 1, "flags": 1 | 16],     // indefinite
+            ["value": 1, "timescale": 1, "flags": "valid"],
+        ]
+        for value in bad {
+            #expect { _ = try time(value) } throws: { error in
+                guard let error = error as? UNError else { return false }
+                return error.code == .invalidRequest && error.message.contains("UNNotificationAttachmentOptionsThumbnailTimeKey")
+            }
+        }
+    }
+
     @Test func attachmentsTravelAsValues() throws {
         let url = try dir.file("x.gif", Fixtures.gif)
         let attachment = try UNNotificationAttachment(identifier: "g", url: url)

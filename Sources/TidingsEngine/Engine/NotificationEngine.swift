@@ -296,6 +296,7 @@ public actor NotificationEngine {
         for session in sessions.values where session.bundleIdentifier == bundle {
             session.link.send(.settingsChanged(settings))
         }
+        for presenter in configuration.presenters { await presenter.settingsChanged(bundleIdentifier: bundle, settings: settings) }
     }
 
     // MARK: Categories

@@ -97,9 +97,12 @@ public protocol Presenter: Sendable {
     func withdraw(bundleIdentifier: String, identifiers: [String]) async
     /// The app's badge changed.
     func badgeChanged(bundleIdentifier: String, count: Int) async
+    /// The app's settings changed (Settings, `tidings settings`, a consent answer).
+    func settingsChanged(bundleIdentifier: String, settings: NotificationSettingsValue) async
 }
 
 extension Presenter {
     public func withdraw(bundleIdentifier: String, identifiers: [String]) async {}
     public func badgeChanged(bundleIdentifier: String, count: Int) async {}
+    public func settingsChanged(bundleIdentifier: String, settings: NotificationSettingsValue) async {}
 }

@@ -181,28 +181,143 @@ function bodyText(n) {
   return placeholder ? formatString(placeholder, threadCount(n), "") : "Notification";
 }
 
+// MARK: Thumbnails
+
+// The first attachment's thumbnail, as iOS draws it: hidden with ThumbnailHidden; the
+// normalized ClippingRect stretched over the thumbnail; ThumbnailTime picks the still: a
+// movie's frame at that many seconds, an animated image's frame of that number (0 without
+// the option), past the end the last one. Images are decoded by the browser's own decoder
+// (WebCodecs ImageDecoder), never by the center.
 function thumbnail(n) {
   const a = n.attachments[0];
   if (!a || a.thumbnailHidden || a.kind === "audio") return null;
   const box = el("div", "thumbnail");
+  box.dataset.url = a.url;
+  const clip = normalizedClip(a.clip);
   if (a.kind === "movie") {
-    const video = document.createElement("video");
-    video.src = a.url + (a.time ? "#t=" + a.time : "");
-    video.muted = true;
-    video.preload = "metadata";
-    box.append(video);
+    box.append(movieStill(a, clip));
     return box;
   }
-  box.style.backgroundImage = 'url("' + a.url.replace(/["\\]/g, "") + '")';
-  const clip = a.clip;
-  if (clip && clip.length === 4 && clip[2] > 0 && clip[3] > 0) {
+  if (mayAnimate(a) && "ImageDecoder" in window) {
+    const frame = a.time == null ? 0 : Math.floor(a.time);
+    stillFrame(a.url, frame, clip).then(({ bitmap, index }) => {
+      const canvas = el("canvas");
+      canvas.width = bitmap.width;
+      canvas.height = bitmap.height;
+      canvas.getContext("2d").drawImage(bitmap, 0, 0);
+      box.append(canvas);
+      box.dataset.frame = index;
+    }, () => imageBackground(box, a.url, clip));   // no decoder for it: the image as it is
+    return box;
+  }
+  imageBackground(box, a.url, clip);
+  return box;
+}
+
+// A GIF or PNG (APNG) may have several frames; a JPEG has one.
+const mayAnimate = (a) => a.type === "com.compuserve.gif" || a.type === "public.png";
+
+function normalizedClip(clip) {
+  if (!clip || clip.length !== 4 || !(clip[2] > 0) || !(clip[3] > 0)) return null;
+  return clip.map((v) => Math.min(Math.max(v, 0), 1));
+}
+
+function imageBackground(box, url, clip) {
+  box.style.backgroundImage = 'url("' + url.replace(/["\\]/g, "") + '")';
+  if (clip) {
     // The normalized rectangle fills the thumbnail.
-    const [x, y, w, h] = clip.map((v) => Math.min(Math.max(v, 0), 1));
+    const [x, y, w, h] = clip;
     box.style.backgroundSize = (100 / Math.max(w, 0.01)) + "% " + (100 / Math.max(h, 0.01)) + "%";
     box.style.backgroundPosition = (w < 1 ? (x / (1 - w)) * 100 : 0) + "% " + (h < 1 ? (y / (1 - h)) * 100 : 0) + "%";
   }
-  box.dataset.url = a.url;
-  return box;
+}
+
+// A movie's thumbnail: only its metadata is loaded, then it is seeked to the time (clamped
+// to the duration), which shows that frame.
+function movieStill(a, clip) {
+  const video = document.createElement("video");
+  video.muted = true;
+  video.preload = "metadata";
+  video.playsInline = true;
+  const time = a.time == null ? 0 : a.time;
+  video.addEventListener("loadedmetadata", () => {
+    video.currentTime = thumbnailSeconds(time, video.duration);
+  }, { once: true });
+  video.addEventListener("seeked", () => { video.dataset.time = video.currentTime; }, { once: true });
+  if (clip) {
+    const [x, y, w, h] = clip;
+    Object.assign(video.style, { position: "relative", objectFit: "fill", width: 100 / w + "%", height: 100 / h + "%",
+                                 left: -100 * x / w + "%", top: -100 * y / h + "%" });
+  }
+  video.src = a.url;
+  return video;
+}
+
+// ThumbnailTime in seconds for a movie of `duration`: past the end, the last frame.
+function thumbnailSeconds(time, duration) {
+  if (!(time > 0)) return 0;
+  return Number.isFinite(duration) ? Math.min(time, Math.max(duration - 0.001, 0)) : time;
+}
+
+// Still frames, made once per (URL, frame, clip): the center redraws its cards often. The
+// newest 256 are kept (each a 96 × 96 bitmap); at most 4 are decoded at once.
+const stills = new Map();
+const decoding = { running: 0, waiting: [] };
+const stillSize = 96;
+
+function stillFrame(url, frame, clip) {
+  const cacheKey = url + "#" + frame + "#" + (clip ? clip.join(",") : "");
+  let still = stills.get(cacheKey);
+  if (!still) {
+    still = decodeLimited(() => decodeStill(url, frame, clip));
+    stills.set(cacheKey, still);
+    still.catch(() => stills.delete(cacheKey));
+    if (stills.size > 256) stills.delete(stills.keys().next().value);
+  }
+  return still;
+}
+
+async function decodeLimited(work) {
+  if (decoding.running >= 4) await new Promise((resume) => decoding.waiting.push(resume));
+  decoding.running += 1;
+  try {
+    return await work();
+  } finally {
+    decoding.running -= 1;
+    decoding.waiting.shift()?.();
+  }
+}
+
+async function decodeStill(url, frame, clip) {
+  const response = await fetch(url, { credentials: "same-origin" });
+  const type = response.headers.get("Content-Type") || "";
+  if (!response.ok || !(await ImageDecoder.isTypeSupported(type))) throw new Error("no decoder for " + type);
+  const decoder = new ImageDecoder({ data: response.body, type });
+  try {
+    await decoder.tracks.ready;
+    await decoder.completed;   // every byte read: the frame count is final
+    const count = decoder.tracks.selectedTrack ? decoder.tracks.selectedTrack.frameCount : 1;
+    const index = Math.max(0, Math.min(frame, count - 1));
+    const { image } = await decoder.decode({ frameIndex: index });
+    try {
+      const width = image.displayWidth, height = image.displayHeight;
+      let [sx, sy, sw, sh] = [0, 0, width, height];
+      if (clip) {
+        [sx, sy, sw, sh] = [clip[0] * width, clip[1] * height, clip[2] * width, clip[3] * height];
+      } else {
+        // Like background-size: cover, the centred square.
+        const side = Math.min(width, height);
+        [sx, sy, sw, sh] = [(width - side) / 2, (height - side) / 2, side, side];
+      }
+      const bitmap = await createImageBitmap(image, Math.floor(sx), Math.floor(sy), Math.max(1, Math.round(sw)), Math.max(1, Math.round(sh)),
+                                             { resizeWidth: stillSize, resizeHeight: stillSize, resizeQuality: "medium" });
+      return { bitmap, index };
+    } finally {
+      image.close();
+    }
+  } finally {
+    decoder.close();
+  }
 }
 
 function card(n, options = {}) {

@@ -98,17 +98,43 @@ public final class UNNotificationAttachment: NSObject, NSCopying, NSSecureCoding
             result.thumbnailClippingRect = values
         }
         if let time = options[UNNotificationAttachmentOptionsThumbnailTimeKey] {
-            var seconds = doubleValue(time)
-            if seconds == nil, let dict = time as? [AnyHashable: Any],
-               let value = dict["value"].flatMap(doubleValue), let scale = dict["timescale"].flatMap(doubleValue), scale > 0 {
-                seconds = value / scale
-            }
-            guard let seconds, seconds.isFinite, seconds >= 0 else {
-                throw UNError(.invalidRequest, "UNNotificationAttachmentOptionsThumbnailTimeKey must be a non-negative number (frame or seconds) or a CMTime dictionary.")
-            }
-            result.thumbnailTime = seconds
+            result.thumbnailTime = try thumbnailTime(time)
         }
         return result
+    }
+
+    /// `UNNotificationAttachmentOptionsThumbnailTimeKey`: a number (an animated image's frame,
+    /// a movie's seconds) or a `CMTime` dictionary as `CMTimeCopyAsDictionary` makes it
+    /// (`value` an integer, `timescale` an integer 1…Int32.max, optional `flags` with
+    /// `kCMTimeFlags_Valid` and no infinity/indefinite bit, `epoch` ignored). Negative, NaN,
+    /// infinite, another type or an invalid `CMTime` is `invalidRequest`. A time past the
+    /// movie's end or the image's last frame shows the last frame (the page clamps it).
+    static func thumbnailTime(_ time: Any) throws(UNError) -> Double {
+        let invalid = "UNNotificationAttachmentOptionsThumbnailTimeKey must be a non-negative number (an animated image's frame, a movie's seconds) or a CMTime dictionary (value, timescale)"
+        if let dict = time as? [AnyHashable: Any] {
+            guard let value = dict["value"].flatMap(doubleValue), let scale = dict["timescale"].flatMap(doubleValue) else {
+                throw UNError(.invalidRequest, "\(invalid); the dictionary has no numeric value and timescale.")
+            }
+            guard value.isFinite, value.rounded() == value, abs(value) < 0x1p63,
+                  scale.rounded() == scale, scale >= 1, scale <= Double(Int32.max) else {
+                throw UNError(.invalidRequest, "\(invalid); a CMTime's value must be an integer and its timescale an integer 1…\(Int32.max) (got \(value)/\(scale)).")
+            }
+            if let flags = dict["flags"] {
+                // kCMTimeFlags_Valid = 1; PositiveInfinity 4, NegativeInfinity 8, Indefinite 16.
+                guard let bits = doubleValue(flags), bits.rounded() == bits, bits >= 0, bits < 0x1p32,
+                      UInt32(bits) & 1 != 0, UInt32(bits) & (4 | 8 | 16) == 0 else {
+                    throw UNError(.invalidRequest, "\(invalid); the CMTime is not a valid, finite time (flags \(flags)).")
+                }
+            }
+            let seconds = value / scale
+            guard seconds >= 0 else { throw UNError(.invalidRequest, "\(invalid); got \(seconds) s.") }
+            return seconds
+        }
+        guard let seconds = doubleValue(time) else {
+            throw UNError(.invalidRequest, "\(invalid); got a \(Swift.type(of: time)).")
+        }
+        guard seconds.isFinite, seconds >= 0 else { throw UNError(.invalidRequest, "\(invalid); got \(seconds).") }
+        return seconds
     }
 
     private static func boolValue(_ any: Any) -> Bool? {
@@ -127,6 +153,7 @@ public final class UNNotificationAttachment: NSObject, NSCopying, NSSecureCoding
         case let i as Int: Double(i)
         case let c as CGFloat: Double(c)
         case let n as NSNumber: n.doubleValue
+        case let i as any BinaryInteger: Double(i)   // Int64 and Int32, as CMTime's value and timescale
         default: nil
         }
     }

@@ -3,7 +3,8 @@
 // describes (one JSON object a line) and prints what its delegate receives.
 //
 //   {"id": "m1", "title": "…", "body": "…", "thread": "t", "category": "message",
-//    "image": "/path/to/file.png", "summaryArgument": "Ann", "relevance": 0.5,
+//    "image": "/path/to/file.png", "clip": [x, y, w, h], "time": 1 | {"value": 1, "timescale": 1},
+//    "summaryArgument": "Ann", "relevance": 0.5,
 //    "level": "timeSensitive", "sound": "default" | "<name>", "userInfo": {…}}
 //   {"bulk": 10000, "threads": 100}      adds that many, spread over that many threads
 //
@@ -62,6 +63,9 @@ func content(_ item: [String: Any]) throws -> UNMutableNotificationContent {
         var options: [AnyHashable: Any] = [:]
         if let clip = item["clip"] as? [Double], clip.count == 4 {
             options[UNNotificationAttachmentOptionsThumbnailClippingRectKey] = ["X": clip[0], "Y": clip[1], "Width": clip[2], "Height": clip[3]]
+        }
+        if let time = item["time"] {   // a number, or a CMTime dictionary {"value", "timescale"}
+            options[UNNotificationAttachmentOptionsThumbnailTimeKey] = time
         }
         content.attachments = [try UNNotificationAttachment(identifier: "image", url: URL(fileURLWithPath: image), options: options)]
     }
