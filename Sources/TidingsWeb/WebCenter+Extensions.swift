@@ -22,6 +22,14 @@ struct ExtensionMediaBody: Decodable {
     var play: Bool
 }
 
+struct ExtensionEventBody: Decodable {
+    var session: UInt64
+    /// The frame's capability token, as the frame posted it.
+    var token: String
+    var element: String
+    var value: String
+}
+
 struct ExtensionCloseBody: Decodable {
     var session: UInt64
 }
@@ -102,6 +110,24 @@ extension WebCenter {
             let outcome: WebExtensionOutcome
             do {
                 outcome = try await extensions.media(session: body.session, play: body.play)
+            } catch {
+                return WebResponses.text("\(error)", status: .badRequest)
+            }
+            return WebResponses.json(try JSONEncoder().encode(self.payload(outcome)))
+        }
+        router.post("/api/extension/event") { request, context in
+            let body = try await self.decode(ExtensionEventBody.self, request, context)
+            guard let extensions = self.contentExtensions else { return WebResponses.text("no content extension host runs", status: .notFound) }
+            guard self.frames.token(body.token, isFor: body.session) else {
+                return WebResponses.text("the event names no frame of an open view", status: .forbidden)
+            }
+            let outcome: WebExtensionOutcome
+            do {
+                outcome = try await extensions.userEvent(session: body.session, element: body.element, value: body.value)
+            } catch WebExtensionEventError.tooMany(let why) {
+                return WebResponses.text(why, status: .tooManyRequests)
+            } catch WebExtensionEventError.tooLarge(let why) {
+                return WebResponses.text(why, status: .contentTooLarge)
             } catch {
                 return WebResponses.text("\(error)", status: .badRequest)
             }

@@ -15,6 +15,10 @@ public protocol WebContentExtensions: Sendable {
     /// The play/pause button the page draws over the view was pressed: the extension's
     /// `mediaPlay()` (play) or `mediaPause()`, then its new view.
     func media(session: UInt64, play: Bool) async throws -> WebExtensionOutcome
+    /// A script in an interactive view sent an event: the extension's `view.eventHandler`,
+    /// then its new view. Throws when the view is not interactive, the event is over the
+    /// limits or too many came this second (`WebExtensionEventError`).
+    func userEvent(session: UInt64, element: String, value: String) async throws -> WebExtensionOutcome
     func close(session: UInt64) async
     /// What the extension does on its own while the view is open; ends when it closes.
     func events(session: UInt64) async -> AsyncStream<WebExtensionOutcome>
@@ -52,6 +56,13 @@ public struct WebExtensionView: Sendable, Codable, Hashable {
         self.actions = actions
         self.failure = failure
     }
+}
+
+/// Why a view's event was refused, for the HTTP status.
+public enum WebExtensionEventError: Error, Sendable, Hashable {
+    case tooMany(String)
+    case tooLarge(String)
+    case refused(String)
 }
 
 public enum WebExtensionOutcome: Sendable, Hashable {
@@ -101,6 +112,12 @@ final class ExtensionFrames: Sendable {
 
     func frame(token: String) -> Frame? {
         frames.withLock { $0.byToken[token] }
+    }
+
+    /// Whether `token` is the open view `session`'s (a frame names only its own view).
+    func token(_ token: String, isFor session: UInt64) -> Bool {
+        guard let known = frames.withLock({ $0.tokens[session] }), known.utf8.count == token.utf8.count else { return false }
+        return zip(known.utf8, token.utf8).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0
     }
 
     func forget(session: UInt64) {

@@ -14,7 +14,7 @@ import TidingsCore
 /// The daemon speaks length-prefixed JSON frames on standard input and output, taken over
 /// as for service extensions (`print` goes to standard error). Every call into the
 /// extension — `didReceive(_:)`, `didReceive(_:completionHandler:)`, `mediaPlay()`,
-/// `mediaPause()` — runs on the main thread, and the view is sent to the daemon when it
+/// `mediaPause()`, the view's `eventHandler` — runs on the main thread, and the view is sent to the daemon when it
 /// returns (for a response: when the completion handler is first called). The process exits
 /// when the daemon closes the channel. See docs/content-extensions.md.
 public func UNNotificationContentExtensionMain(_ principalClass: any (UNNotificationContentViewController & UNNotificationContentExtension).Type) -> Never {
@@ -93,9 +93,14 @@ final class ContentExtensionViews: Sendable {
             if play { session.extension.mediaPlay() } else { session.extension.mediaPause() }
             session.mediaPlaying = play
             send(.rendered(id: id, session: sessionID, view: session.view()))
+        case .userEvent(let id, let sessionID, let element, let value):
+            guard let session = session(sessionID) else { return }
+            session.controller.view.eventHandler?(element, value)
+            send(.rendered(id: id, session: sessionID, view: session.view()))
         case .close(let sessionID):
             if let session = sessions.removeValue(forKey: sessionID) {
                 session.controller.view.needsDisplay = nil
+                session.controller.view.eventHandler = nil
                 session.controller.extensionContext = nil
             }
         }

@@ -41,6 +41,12 @@ public final class UNNotificationContentView {
     /// them under for this view.
     var sources: [String: String] = [:]
     var needsDisplay: (@Sendable () -> Void)?
+    /// Called on the main thread when a script of the view sends an event — only in a view
+    /// whose manifest sets `UNNotificationExtensionUserInteractionEnabled`: a click on an
+    /// element with an `id` and `data-tidings-event` (its `data-value`), a change of such an
+    /// input (its value), or `tidings.send(id, value)`. Change `html` here; the view is sent
+    /// again when the handler returns. Without a handler, events are ignored.
+    public var eventHandler: ((_ element: String, _ value: String) -> Void)?
 
     init() {}
 

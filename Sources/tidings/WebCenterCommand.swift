@@ -110,6 +110,18 @@ final class DaemonContentExtensions: WebContentExtensions {
         map(try await host.media(session: session, play: play), session: session)
     }
 
+    func userEvent(session: UInt64, element: String, value: String) async throws -> WebExtensionOutcome {
+        do {
+            return map(try await host.userEvent(session: session, element: element, value: value), session: session)
+        } catch {
+            switch error.code {
+            case .tooManyUserEvents: throw WebExtensionEventError.tooMany(error.description)
+            case .invalidUserEvent: throw WebExtensionEventError.tooLarge(error.description)
+            default: throw WebExtensionEventError.refused(error.description)
+            }
+        }
+    }
+
     func close(session: UInt64) async {
         await host.close(session: session)
         declarations.withLock { $0[session] = nil }

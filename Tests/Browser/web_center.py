@@ -164,7 +164,10 @@ def main():
         json.dump({"bundleIdentifier": APP, "displayName": "Web Test", "executable": os.path.abspath(args.app),
                    "extensions": [{"bundleIdentifier": APP + ".content", "point": "content", "executable": fixture,
                                    "attributes": {"UNNotificationExtensionCategory": "fixture",
-                                                  "UNNotificationExtensionUserInteractionEnabled": False}}]}, f)
+                                                  "UNNotificationExtensionUserInteractionEnabled": False}},
+                                  {"bundleIdentifier": APP + ".touch", "point": "content", "executable": fixture,
+                                   "attributes": {"UNNotificationExtensionCategory": "interactive",
+                                                  "UNNotificationExtensionUserInteractionEnabled": True}}]}, f)
     with open(os.path.join(app_dir, "icon.png"), "wb") as f:
         f.write(png(32, 32, (255, 149, 0)))
     with open(os.path.join(app_dir, "Library", "Sounds", "ding.wav"), "wb") as f:
@@ -234,6 +237,7 @@ def main():
                 "--disable-background-networking", "--disable-component-update", "--no-first-run"])
             context = browser.new_context(viewport={"width": 900, "height": 760})
             page = context.new_page()
+            page.on("pageerror", lambda error: print("page error: %s" % error, flush=True))
             page.goto(url)
             check("the page drops the key from the address", "key=" not in page.url, page.url)
             page.wait_for_selector("#connection.live", timeout=10000)
@@ -277,8 +281,14 @@ def main():
                 check("the thumbnail comes from the app's store as a PNG", status == 200 and data.startswith(b"\x89PNG") and headers.get("Content-Type") == "image/png", str(status))
                 loaded = page.evaluate("""url => new Promise(r => { const i = new Image(); i.onload = () => r(i.naturalWidth); i.onerror = () => r(0); i.src = url; })""", thumb_url)
                 check("the browser loads the image", loaded == 160, str(loaded))
-                size = page.evaluate("""() => getComputedStyle(document.querySelector('.banner[data-id="photo"] .thumbnail')).backgroundSize""")
-                check("the clipping rectangle zooms the thumbnail", size.startswith("200%"), size)
+                # The image is blue with a white band over its middle quarter; the clipping
+                # rectangle (its middle half) stretches the band over the thumbnail's middle half.
+                try:
+                    page.wait_for_selector('.banner[data-id="photo"] .thumbnail[data-frame] canvas', timeout=10000)
+                except Exception:
+                    pass
+                rgb = shown_pixel(page, '.banner[data-id="photo"] .thumbnail', 0.5, 0.32)
+                check("the clipping rectangle zooms the thumbnail", all(c > 200 for c in rgb), str(rgb))
             sounds = page.evaluate("window.tidingsTrace.sounds")
             check("the app's named sound plays", any(s.get("url") == "/sounds/%s/ding.wav" % APP and s["played"] for s in sounds), str(sounds))
             status, _, data = request(port, "GET", "/sounds/%s/ding.wav" % APP, {"Cookie": session})
@@ -407,6 +417,7 @@ def main():
                 quiet.terminate(); quiet.wait(10)
 
             fixture_extension(page, post, app_out)
+            interactive_extension(page, post, port, session)
 
             # The seeds' content extension (Examples/ContentExtension, in the sample app's manifest).
             content_extension(page, args, env, data_dir, work)
@@ -496,19 +507,24 @@ def grouping(page, args, env, data_dir, port, session, app, app_out, post):
     request(port, "POST", "/api/dismiss", headers, json.dumps({"app": APP, "identifiers": ["g-1", "g-2", "g-3"]}))
 
 
+def shown_pixel(page, selector, fx=0.5, fy=0.5):
+    """The colour the person sees at (fx, fy) of an element: from a screenshot of it."""
+    shot = base64.b64encode(page.query_selector(selector).screenshot(animations="disabled")).decode()
+    return page.evaluate("""async ([b64, fx, fy]) => {
+        const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+        const bitmap = await createImageBitmap(new Blob([bytes], { type: "image/png" }));
+        const context = new OffscreenCanvas(bitmap.width, bitmap.height).getContext("2d");
+        context.drawImage(bitmap, 0, 0);
+        return [...context.getImageData(Math.floor(bitmap.width * fx), Math.floor(bitmap.height * fy), 1, 1).data.slice(0, 3)]; }""", [shot, fx, fy])
+
+
 def thumbnail_time(page, post, work):
     """UNNotificationAttachmentOptionsThumbnailTimeKey on an animated GIF (frame 0 red for
     10 s, frame 1 blue): the banner's and the card's thumbnail is the still of that frame
     (frame 0 without the option; past the last frame, the last), as the person sees it (the
     centre pixel of a screenshot); the expanded view shows the whole animated GIF."""
     def pixel(selector):
-        shot = base64.b64encode(page.query_selector(selector).screenshot(animations="disabled")).decode()
-        return page.evaluate("""async (b64) => {
-            const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
-            const bitmap = await createImageBitmap(new Blob([bytes], { type: "image/png" }));
-            const context = new OffscreenCanvas(bitmap.width, bitmap.height).getContext("2d");
-            context.drawImage(bitmap, 0, 0);
-            return [...context.getImageData(bitmap.width >> 1, bitmap.height >> 1, 1, 1).data.slice(0, 3)]; }""", shot)
+        return shown_pixel(page, selector)
 
     def colour(rgb):
         r, g, b = rgb
@@ -534,6 +550,10 @@ def thumbnail_time(page, post, work):
         got = colour(pixel(thumb)) if page.query_selector(thumb) else "no banner"
         check("ThumbnailTime %s: the banner's GIF thumbnail is frame %s (%s)" % (json.dumps(frame), index, expected),
               got == expected and shown == index, "%s, frame %s" % (got, shown))
+    # No movie fixture (nothing here encodes one cheaply): the page's seek target for a
+    # movie's ThumbnailTime, against durations.
+    got = page.evaluate("[thumbnailSeconds(1.5, 10), thumbnailSeconds(1e9, 2), thumbnailSeconds(0, 2), thumbnailSeconds(3, NaN), thumbnailSeconds(-1, 2)]")
+    check("a movie thumbnail seeks to ThumbnailTime, clamped to the duration", got == [1.5, 1.999, 0, 3, 0], str(got))
     card = '#groups .card[data-id="gif-one"] .thumbnail'
     page.evaluate("document.querySelectorAll('.banner').forEach(b => b.remove())")
     page.wait_for_selector(card + "[data-frame] canvas", timeout=10000)
@@ -629,6 +649,66 @@ def fixture_extension(page, post, app_out):
           str(page.evaluate("document.querySelector('#expanded .media-button')?.dataset.playing")))
     page.click("#expanded .close")
     page.wait_for_selector("#expanded", state="hidden", timeout=10000)
+
+
+def interactive_extension(page, post, port, session):
+    """UNNotificationExtensionUserInteractionEnabled: a click on a button in the frame runs
+    the extension's Swift code (view.eventHandler) and the view re-renders with what it did;
+    the page relays only its open frame's events, the center only with that frame's token."""
+    post({"id": "touch", "title": "Touch me", "body": "an interactive view", "category": "interactive", "thread": "touch",
+          "userInfo": {"fixture": "interactive"}})
+    page.wait_for_selector('#groups .card[data-id="touch"]', timeout=10000)
+    expand(page, "touch")
+    try:
+        page.wait_for_selector('#expanded[data-extension="open"] .extension-slot iframe', timeout=15000)
+    except Exception:
+        check("the interactive extension's view opens", False, str(page.evaluate("document.querySelector('#expanded').dataset.extension")))
+        return
+    frame_element = page.query_selector("#expanded .extension-slot iframe")
+    check("an interactive view's frame may run scripts, still without allow-same-origin",
+          frame_element.get_attribute("sandbox") == "allow-scripts", str(frame_element.get_attribute("sandbox")))
+
+    def frame_text():
+        try:
+            return page.query_selector("#expanded .extension-slot iframe").content_frame().evaluate("document.body ? document.body.innerText : ''")
+        except Exception:
+            return ""
+
+    def wait_text(words):
+        for _ in range(100):
+            if all(w in frame_text() for w in words):
+                return True
+            time.sleep(0.1)
+        return False
+
+    page.wait_for_selector("#expanded .extension-slot iframe").content_frame().wait_for_selector("#add", timeout=10000)
+    page.wait_for_selector("#expanded .extension-slot iframe").content_frame().click("#add")
+    check("a click in the frame reaches the extension's eventHandler and the view re-renders",
+          wait_text(["count=5", "event=add:5"]), frame_text())
+    page.wait_for_selector("#expanded .extension-slot iframe").content_frame().wait_for_selector("#add", timeout=10000)
+    page.wait_for_selector("#expanded .extension-slot iframe").content_frame().evaluate("tidings.send('add', '2')")
+    check("the view's own script sends an event with tidings.send", wait_text(["count=7", "event=add:2"]), frame_text())
+
+    # Not from the frame: the page ignores it; not with the frame's token: the center refuses.
+    src = page.get_attribute("#expanded .extension-slot iframe", "src")
+    token = src.split("/")[2]
+    page.evaluate("t => window.postMessage({ tidings: 'event', token: t, element: 'add', value: '100' }, '*')", token)
+    time.sleep(0.3)
+    check("a message that is not from the open frame is not relayed", "count=7" in frame_text() and "count=107" not in frame_text(), frame_text())
+    view = int(page.evaluate("extensionSession"))
+    origin = "http://127.0.0.1:%d" % port
+    csrf = re.search(r'name="csrf" content="([0-9a-f]+)"', request(port, "GET", "/", {"Cookie": session})[2].decode()).group(1)
+    headers = {"Cookie": session, "Origin": origin, "X-Tidings-CSRF": csrf, "Content-Type": "application/json"}
+    for name, body in [("another token", {"session": view, "token": "0" * 64, "element": "add", "value": "1"}),
+                       ("another view's session", {"session": view + 1000, "token": token, "element": "add", "value": "1"})]:
+        status, _, _ = request(port, "POST", "/api/extension/event", headers, json.dumps(body))
+        check("an event with %s is refused" % name, status == 403, str(status))
+    status, _, _ = request(port, "POST", "/api/extension/event", headers, json.dumps({"session": view, "token": token, "element": "x" * 257, "value": ""}))
+    check("an event over the element id limit is refused", status == 413, str(status))
+    page.click("#expanded .close")
+    page.wait_for_selector("#expanded", state="hidden", timeout=10000)
+    status, _, _ = request(port, "POST", "/api/extension/event", headers, json.dumps({"session": view, "token": token, "element": "add", "value": "1"}))
+    check("after the view closes its token names nothing", status == 403, str(status))
 
 
 def content_extension(page, args, env, data_dir, work):

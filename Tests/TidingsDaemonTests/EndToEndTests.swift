@@ -141,7 +141,7 @@ struct EndToEndTests {
 
         let bad = try fixture.cli(["settings", app, "--grouping", "sideways", "--sounds", "off"])
         #expect(bad.status != 0)
-        #expect(bad.output.contains("'sideways' is invalid for '--grouping") && bad.output.contains("'automatic', 'byApp' and 'off'"), "\(bad.output)")
+        #expect(bad.output.contains("'sideways' is invalid for '--grouping") && bad.output.contains("'automatic', 'byApp' or 'off'"), "\(bad.output)")
         let after = try fixture.cli(["settings", app]).output
         #expect(after.contains("grouping                   byApp") && after.contains("soundSetting               enabled"), "nothing changed:\n\(after)")
 

@@ -149,6 +149,57 @@ struct ContentExtensionHostTests {
         await h.close()
     }
 
+    @Test("an interactive view's script events reach the view's eventHandler and re-render; limits on size and rate, at and past them; only interactive views")
+    func userEvents() async throws {
+        let h = try await ContentHarness.start { $0.maximumUserEventsPerSecond = 3 }
+        try await h.install("com.example.touch", attributes: [ContentExtensionDeclaration.Key.userInteractionEnabled: .bool(true)])
+        try await h.deliver("t1", bundle: "com.example.touch", fixture: "interactive")
+        try await h.deliver("plain", fixture: "interactive")
+        let session = try await h.open("t1", bundle: "com.example.touch")
+        #expect(session.declaration.userInteractionEnabled)
+        guard case .rendered(let after) = try await h.host.userEvent(session: session.id, element: "add", value: "5") else {
+            Issue.record("the event did not re-render")
+            return
+        }
+        #expect(after.view?.html.contains("count=5") == true && after.view?.html.contains("event=add:5") == true, "\(after.view?.html ?? "")")
+
+        let limits = ContentExtensionConfiguration.self
+        let element = String(repeating: "e", count: limits.defaultMaximumUserEventElementBytes)
+        let value = String(repeating: "1", count: limits.defaultMaximumUserEventValueBytes)
+        guard case .rendered(let atLimit) = try await h.host.userEvent(session: session.id, element: element, value: value) else {
+            Issue.record("an event at the size limits did not reach the extension")
+            return
+        }
+        #expect(atLimit.view?.html.contains("event=\(element):") == true)
+        for (element, value) in [(element + "e", "1"), ("", "1"), ("add", value + "1")] {
+            await #expect { try await h.host.userEvent(session: session.id, element: element, value: value) } throws: {
+                ($0 as? ContentExtensionError)?.code == .invalidUserEvent
+            }
+        }
+        // Two went through this second: one more reaches the extension, the next is refused;
+        // a second later the view may send again.
+        _ = try await h.host.userEvent(session: session.id, element: "add", value: "1")
+        await #expect { try await h.host.userEvent(session: session.id, element: "add", value: "1") } throws: {
+            ($0 as? ContentExtensionError)?.code == .tooManyUserEvents
+        }
+        await h.system.advance(by: 1)
+        guard case .rendered(let later) = try await h.host.userEvent(session: session.id, element: "add", value: "2") else {
+            Issue.record("the next second's event did not re-render")
+            return
+        }
+        #expect(later.view?.html.contains("event=add:2") == true)
+
+        let plain = try await h.open("plain")
+        #expect(!plain.declaration.userInteractionEnabled)
+        await #expect { try await h.host.userEvent(session: plain.id, element: "add", value: "5") } throws: {
+            ($0 as? ContentExtensionError)?.code == .notInteractive
+        }
+        await #expect { try await h.host.userEvent(session: 999_999, element: "add", value: "5") } throws: {
+            ($0 as? ContentExtensionError)?.code == .noSuchSession
+        }
+        await h.close()
+    }
+
     @Test("media: the play/pause button's type, frame and checked tint; mediaPlay re-renders; mediaPlayingStarted updates the button")
     func media() async throws {
         let h = try await ContentHarness.start()
@@ -394,6 +445,9 @@ struct ContentExtensionFrameTests {
         let document = ContentExtensionFrame.document(view: ContentExtensionViewValue(html: "<p>hi</p>"), declaration: plain, attachmentOrigin: nil)
         #expect(document.contains(#"<meta http-equiv="Content-Security-Policy" content="default-src 'none';"#))
         #expect(document.hasSuffix("<body><p>hi</p></body></html>"))
+        #expect(!document.contains("<script"), "a view without UserInteractionEnabled gets no script")
+        let scripted = ContentExtensionFrame.document(view: ContentExtensionViewValue(html: "<p>hi</p>"), declaration: interactive, attachmentOrigin: nil)
+        #expect(scripted.contains("<script>\(ContentExtensionFrame.eventScript)</script></head>"), "an interactive view gets the event script")
     }
 
     @Test("the frame's height: the extension's preferred size, else the manifest's ratio, at most 10 × width")

@@ -24,6 +24,7 @@ import TidingsEngine
         }
         func perform(session: UInt64, action: String, text: String?) async throws -> WebExtensionOutcome { .dismissed }
         func media(session: UInt64, play: Bool) async throws -> WebExtensionOutcome { .dismissed }
+        func userEvent(session: UInt64, element: String, value: String) async throws -> WebExtensionOutcome { .dismissed }
         func close(session: UInt64) async { closed.withLock { $0.append(session) } }
         func events(session: UInt64) async -> AsyncStream<WebExtensionOutcome> { AsyncStream { _ in } }
     }

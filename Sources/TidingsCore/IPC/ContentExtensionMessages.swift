@@ -18,13 +18,16 @@ public enum ContentExtensionCommand: Sendable, Hashable, Codable {
     case respond(id: UInt64, session: UInt64, response: ResponseValue)
     /// The play/pause button: `mediaPlay()` or `mediaPause()`.
     case media(id: UInt64, session: UInt64, play: Bool)
+    /// A script in an interactive view (`UNNotificationExtensionUserInteractionEnabled`)
+    /// sent an event: the view's `eventHandler` gets the element's id and the value.
+    case userEvent(id: UInt64, session: UInt64, element: String, value: String)
     /// The view closed: the instance is released. No reply.
     case close(session: UInt64)
 }
 
 /// What a content extension process sends back.
 public enum ContentExtensionReply: Sendable, Hashable, Codable {
-    /// The view after `open`, `receive` or `media`.
+    /// The view after `open`, `receive`, `media` or `userEvent`.
     case rendered(id: UInt64, session: UInt64, view: ContentExtensionViewValue)
     /// The completion of `didReceive(_:completionHandler:)` (`option` is
     /// `UNNotificationContentExtensionResponseOption`'s raw value), with the view after it.

@@ -34,17 +34,35 @@ public enum ContentExtensionFrame {
     }
 
     /// The frame's whole document: the policy as a `<meta>` (it holds in `srcdoc` too), then
-    /// the extension's fragment as the body.
+    /// the extension's fragment as the body; in an interactive view, first the script that
+    /// sends the view's events to the extension (`eventScript`).
     public static func document(view: ContentExtensionViewValue, declaration: ContentExtensionDeclaration, attachmentOrigin: String?) -> String {
         let policy = contentSecurityPolicy(declaration: declaration, attachmentOrigin: attachmentOrigin)
+        let script = declaration.userInteractionEnabled ? "<script>\(eventScript)</script>" : ""
         return """
         <!doctype html><html><head><meta charset="utf-8">\
         <meta http-equiv="Content-Security-Policy" content="\(policy.replacingOccurrences(of: "\"", with: "&quot;"))">\
         <meta name="viewport" content="width=device-width,initial-scale=1">\
         <style>html,body{margin:0;padding:0;overflow:hidden}img{max-width:100%}</style>\
-        </head><body>\(view.html)</body></html>
+        \(script)</head><body>\(view.html)</body></html>
         """
     }
+
+    /// In an interactive view: a click on an element with an `id` and the attribute
+    /// `data-tidings-event` (or a change of such an input or select) sends the extension an
+    /// event with the element's id and its `data-value` (or its `value`);
+    /// `tidings.send(id, value)` sends one from the view's own scripts. The frame posts it
+    /// to the center's page with its capability token (from its own address); the page
+    /// relays it only from the frame it opened (docs/content-extensions.md).
+    public static let eventScript = """
+        (() => { const token = location.pathname.split("/")[2] || "";
+        const send = (element, value) => parent.postMessage({ tidings: "event", token, element: String(element), value: String(value ?? "") }, "*");
+        window.tidings = Object.freeze({ send });
+        const target = (event) => { const t = event.target instanceof Element ? event.target.closest("[data-tidings-event][id]") : null; return t; };
+        document.addEventListener("click", (event) => { const t = target(event); if (t && !t.matches("input,select,textarea")) send(t.id, t.dataset.value ?? ""); });
+        document.addEventListener("change", (event) => { const t = target(event); if (t && t.matches("input,select,textarea")) send(t.id, t.type === "checkbox" ? String(t.checked) : t.value); });
+        })();
+        """
 
     /// The frame's height for a width: the extension's `preferredContentSize` ratio when it
     /// set one (with a width above 0), else the manifest's initial ratio; at most 10 × width.

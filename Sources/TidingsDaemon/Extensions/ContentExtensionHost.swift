@@ -33,6 +33,13 @@ public struct ContentExtensionConfiguration: Sendable {
     public var maximumPendingEvents: Int
     /// Views open at once, all apps together.
     public var maximumSessions: Int
+    /// The longest element id of a script's event in an interactive view (UTF-8 bytes).
+    public var maximumUserEventElementBytes: Int
+    /// The longest value of such an event (UTF-8 bytes).
+    public var maximumUserEventValueBytes: Int
+    /// Events a view's scripts may send per second (a window of one second on the
+    /// daemon's clock); more are refused (`tooManyUserEvents`) without reaching the extension.
+    public var maximumUserEventsPerSecond: Int
 
     public static let defaultDeadline: TimeInterval = 5
     public static let defaultMaximumMessageBytes = 1 << 20
@@ -42,6 +49,9 @@ public struct ContentExtensionConfiguration: Sendable {
     public static let defaultMaximumActionTextBytes = 256
     public static let defaultMaximumPendingEvents = 64
     public static let defaultMaximumSessions = 32
+    public static let defaultMaximumUserEventElementBytes = 256
+    public static let defaultMaximumUserEventValueBytes = 4096
+    public static let defaultMaximumUserEventsPerSecond = 20
 
     public init(containerRoot: String, deadline: TimeInterval = defaultDeadline,
                 memoryLimit: Int? = ServiceExtensionConfiguration.defaultMemoryLimit, keepWarm: Bool = true,
@@ -49,7 +59,10 @@ public struct ContentExtensionConfiguration: Sendable {
                 maximumMessageBytes: Int = defaultMaximumMessageBytes, maximumHTMLBytes: Int = defaultMaximumHTMLBytes,
                 maximumTitleBytes: Int = defaultMaximumTitleBytes, maximumActions: Int = defaultMaximumActions,
                 maximumActionTextBytes: Int = defaultMaximumActionTextBytes,
-                maximumPendingEvents: Int = defaultMaximumPendingEvents, maximumSessions: Int = defaultMaximumSessions) {
+                maximumPendingEvents: Int = defaultMaximumPendingEvents, maximumSessions: Int = defaultMaximumSessions,
+                maximumUserEventElementBytes: Int = defaultMaximumUserEventElementBytes,
+                maximumUserEventValueBytes: Int = defaultMaximumUserEventValueBytes,
+                maximumUserEventsPerSecond: Int = defaultMaximumUserEventsPerSecond) {
         self.containerRoot = containerRoot
         self.deadline = deadline
         self.memoryLimit = memoryLimit
@@ -62,6 +75,9 @@ public struct ContentExtensionConfiguration: Sendable {
         self.maximumActionTextBytes = maximumActionTextBytes
         self.maximumPendingEvents = maximumPendingEvents
         self.maximumSessions = maximumSessions
+        self.maximumUserEventElementBytes = maximumUserEventElementBytes
+        self.maximumUserEventValueBytes = maximumUserEventValueBytes
+        self.maximumUserEventsPerSecond = maximumUserEventsPerSecond
     }
 }
 
@@ -109,6 +125,12 @@ public enum ContentExtensionEvent: Sendable, Hashable {
 public struct ContentExtensionError: Error, Sendable, Hashable, CustomStringConvertible {
     public enum Code: String, Sendable, Hashable {
         case notRunning, noSuchApp, noSuchNotification, noExtension, tooManySessions, noSuchSession, noSuchAction, invalidText, forwardingFailed
+        /// A script's event for a view without `UNNotificationExtensionUserInteractionEnabled`.
+        case notInteractive
+        /// An event with an empty or too long element id, or a too long value.
+        case invalidUserEvent
+        /// More events than `maximumUserEventsPerSecond`.
+        case tooManyUserEvents
     }
     public var code: Code
     public var description: String
@@ -177,6 +199,8 @@ public actor ContentExtensionHost: Presenter {
         let attachmentURLs: ContentExtensionAttachmentURLs
         let events: AsyncStream<ContentExtensionEvent>
         let continuation: AsyncStream<ContentExtensionEvent>.Continuation
+        /// The scripts' events of the current one-second window: when it began, how many.
+        var userEventWindow: (start: Date, count: Int) = (.distantPast, 0)
     }
 
     public init(configuration: ContentExtensionConfiguration, clock: any WallClock, logger: Logger = Logger(label: "tidings.extensions")) {
@@ -314,6 +338,46 @@ public actor ContentExtensionHost: Presenter {
             return .rendered(sessions[id]!.session)
         case .success:
             let reason = "the extension answered media with something else than a view"
+            fail(hosted, reason)
+            return .failed(reason)
+        case .failure(let failure):
+            return .failed(failure.reason)
+        }
+    }
+
+    /// A script in an interactive view sent an event (the center relays what the frame
+    /// posts): the extension's `view.eventHandler` gets the element's id and the value, then
+    /// the view is shown again. Refused without reaching the extension when the view is not
+    /// interactive, the event is over the limits, or the view sent too many this second.
+    public func userEvent(session id: ContentExtensionSession.ID, element: String, value: String) async throws(ContentExtensionError) -> ContentExtensionOutcome {
+        guard let open = sessions[id], let hosted = processes[open.extensionIdentifier], hosted.sessions.contains(id) else {
+            throw ContentExtensionError(.noSuchSession, "no content extension view \(id) is open")
+        }
+        guard open.session.declaration.userInteractionEnabled else {
+            throw ContentExtensionError(.notInteractive, "the view of \"\(open.session.notificationIdentifier)\" is not interactive (UNNotificationExtensionUserInteractionEnabled)")
+        }
+        let limits = configuration
+        guard !element.isEmpty, element.utf8.count <= limits.maximumUserEventElementBytes else {
+            throw ContentExtensionError(.invalidUserEvent, "an event's element id must be 1 to \(limits.maximumUserEventElementBytes) bytes (got \(element.utf8.count))")
+        }
+        guard value.utf8.count <= limits.maximumUserEventValueBytes else {
+            throw ContentExtensionError(.invalidUserEvent, "an event's value must be at most \(limits.maximumUserEventValueBytes) bytes (got \(value.utf8.count))")
+        }
+        let now = clock.now
+        var window = open.userEventWindow
+        if now.timeIntervalSince(window.start) >= 1 || now < window.start { window = (now, 0) }
+        guard window.count < limits.maximumUserEventsPerSecond else {
+            throw ContentExtensionError(.tooManyUserEvents, "the view sent more than \(limits.maximumUserEventsPerSecond) events in a second")
+        }
+        window.count += 1
+        sessions[id]?.userEventWindow = window
+        switch await request(.userEvent(id: requestID(), session: id, element: element, value: value), on: hosted) {
+        case .success(.rendered(_, _, let view)):
+            guard sessions[id] != nil else { return .dismissed }
+            sessions[id]?.session.view = view
+            return .rendered(sessions[id]!.session)
+        case .success:
+            let reason = "the extension answered an event with something else than a view"
             fail(hosted, reason)
             return .failed(reason)
         case .failure(let failure):
@@ -623,7 +687,7 @@ extension ContentExtensionCommand {
     /// The id its reply carries (nil for `close`, which has none).
     var requestID: UInt64? {
         switch self {
-        case .open(let id, _, _, _, _), .receive(let id, _, _, _), .respond(let id, _, _), .media(let id, _, _): id
+        case .open(let id, _, _, _, _), .receive(let id, _, _, _), .respond(let id, _, _), .media(let id, _, _), .userEvent(let id, _, _, _): id
         case .close: nil
         }
     }

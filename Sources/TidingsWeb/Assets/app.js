@@ -627,6 +627,30 @@ function drawMediaButton(slot, media) {
   button.setAttribute("aria-label", media.playing ? "Pause" : "Play");
 }
 
+// An interactive view's scripts post their events (ContentExtensionFrame.eventScript); the
+// page relays one only from the frame of the open view, with that frame's token, which the
+// center checks against the view: a frame reaches only its own extension. A view that sends
+// faster than the center allows gets its events refused (429), not queued.
+window.addEventListener("message", (event) => {
+  const frame = $("#expanded .extension-slot iframe");
+  const data = event.data;
+  if (extensionSession === null || !frame || event.source !== frame.contentWindow) return;
+  if (!data || data.tidings !== "event" || typeof data.element !== "string" || typeof data.value !== "string") return;
+  const token = new URL(frame.src, location.href).pathname.split("/")[2];
+  if (data.token !== token) return;
+  extensionEvent(extensionSession, token, data.element, data.value);
+});
+
+async function extensionEvent(session, token, element, value) {
+  let result;
+  try {
+    result = await (await post("/api/extension/event", { session, token, element, value })).json();
+  } catch (error) {
+    return;   // refused (shown by post); the view stays as it is
+  }
+  if (session === extensionSession) extensionOutcome(result);
+}
+
 async function extensionMedia(play) {
   if (extensionSession === null) return;
   const result = await (await post("/api/extension/media", { session: extensionSession, play })).json();

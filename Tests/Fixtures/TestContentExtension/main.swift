@@ -6,7 +6,8 @@
 // "html" (`userInfo["bytes"]` bytes of HTML), "title" (a title of `userInfo["bytes"]` bytes),
 // "actions" (`userInfo["count"]` actions via `notificationActions`), "media" (an overlay
 // play/pause button, tint `userInfo["tint"]`), "foreign" (a message for another view),
-// "spam" (`userInfo["count"]` calls of `setNeedsDisplay()`).
+// "spam" (`userInfo["count"]` calls of `setNeedsDisplay()`), "interactive" (buttons whose
+// events add their value to the count, through `view.eventHandler`).
 //
 // Actions: "keep" (count, `.doNotDismiss`), "close" (`.dismiss`), "forward"
 // (`.dismissAndForwardAction`), "reply" (shows the text, `.doNotDismiss`), "later"
@@ -53,6 +54,13 @@ final class FixtureViewController: UNNotificationContentViewController, UNNotifi
             let reply = #"{"event": {"session": 999999, "event": {"dismiss": {}}}}"#
             try? ServiceExtensionChannel.current?.writeRaw(frame: Array(reply.utf8))
             render()
+        case "interactive":
+            let buttons = #"<button id="add" data-tidings-event data-value="5">Add five</button>"#
+            view.eventHandler = { [unowned self] element, value in
+                count += Int(value) ?? 0
+                render("<p>event=\(UNNotificationContentView.escape(element)):\(UNNotificationContentView.escape(value))</p>" + buttons)
+            }
+            render(buttons)
         case "spam":
             render()
             for _ in 0..<(content.userInfo["count"] as? Int ?? 100) { view.setNeedsDisplay() }
