@@ -642,12 +642,19 @@ window.addEventListener("message", (event) => {
 });
 
 async function extensionEvent(session, token, element, value) {
-  let result;
-  try {
-    result = await (await post("/api/extension/event", { session, token, element, value })).json();
-  } catch (error) {
-    return;   // refused (shown by post); the view stays as it is
+  const response = await fetch("/api/extension/event", {
+    method: "POST",
+    headers: { "Content-Type": "application/json", "X-Tidings-CSRF": csrf },
+    body: JSON.stringify({ session, token, element, value }),
+    credentials: "same-origin",
+  });
+  // Refused: the view stays as it is. Past the rate (429) says nothing: a view that sends
+  // too fast must not fill the page with error banners.
+  if (!response.ok) {
+    if (response.status !== 429) showError((await response.text()).trim() || response.statusText);
+    return;
   }
+  const result = await response.json();
   if (session === extensionSession) extensionOutcome(result);
 }
 
