@@ -269,7 +269,8 @@ public final class Gateway: Service, Sendable {
                         listener: providerListener, tlsHandshakeTimeout: useTLS ? configuration.tlsHandshakeTimeout : nil,
                         prefaceTimeout: configuration.providerPrefaceTimeout))
                     // The frames of one flush (a commit batch's responses) as one buffer: one TLS record.
-                    try sync.addHandler(OutboundCoalescingHandler())
+                    // (and, in development, every 200 gets its `apns-unique-id` there)
+                    try sync.addHandler(OutboundCoalescingHandler(addsUniqueID: configuration.environment == .development))
                     // A provider token sent again reaches NIOHPACK as plain text, not Huffman-coded.
                     let repeatedAuthorization = RepeatedAuthorizationHandler(maximumFrameSize: Self.providerMaximumFrameSize)
                     try sync.addHandler(repeatedAuthorization)

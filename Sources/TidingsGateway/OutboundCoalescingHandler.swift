@@ -1,5 +1,6 @@
 import NIOCore
 import NIOHTTP2
+import TidingsCore
 
 /// Between `NIOHTTP2Handler` and TLS on provider connections: the bytes written between two
 /// flushes go down as one buffer.
@@ -21,6 +22,16 @@ import NIOHTTP2
 /// fire ("none"), both untrue once streams were answered, and a client that trusts either
 /// would lose or resend pushes that were stored. The frames are walked by their 9-byte headers
 /// (NIOHTTP2 writes each frame as one buffer, a DATA frame's payload as a second one).
+///
+/// In the development environment it also adds `apns-unique-id` (a lower-case UUID of its own,
+/// as Apple sends there) to every `:status 200` HEADERS frame: appended to the header block as
+/// a literal field without indexing (HPACK's `0x00`, name and value as plain octets, RFC 7541
+/// § 6.2.2), written into this handler's buffer while the frame is copied. Through NIOHPACK the
+/// field cost ≈ 1 µs per push (its encoder Huffman-codes every value, and `NIOHTTP2Handler` does
+/// not let us turn that off, plus a `String` per value); here it is 53 bytes written with the
+/// copy. A literal without indexing leaves both HPACK dynamic tables alone, so NIOHPACK's encoder
+/// state stays the peer's decoder state. The values come from `UniqueIDGenerator`, one per
+/// connection (no lock, no system call per value).
 final class OutboundCoalescingHandler: ChannelOutboundHandler {
     typealias OutboundIn = IOData
     typealias OutboundOut = IOData
@@ -38,12 +49,20 @@ final class OutboundCoalescingHandler: ChannelOutboundHandler {
     var streams: (any ProviderStreamRegistry)?
     /// Bytes of the current frame still to come in later writes (a DATA frame's payload).
     private var frameRemainder = 0
+    /// Set in the development environment: every 200 gets `apns-unique-id` from it.
+    private var uniqueIDs: UniqueIDGenerator?
+
+    /// `addsUniqueID`: the development environment (Apple answers a 200 there with `apns-unique-id`).
+    init(addsUniqueID: Bool = false) {
+        uniqueIDs = addsUniqueID ? UniqueIDGenerator() : nil
+    }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         switch unwrapOutboundIn(data) {
         case .byteBuffer(var bytes):
-            fixGoAways(&bytes)
-            guard bytes.readableBytes < Self.passThroughSize else {
+            let firstFrame = frameRemainder
+            let addsUniqueIDs = walkFrames(&bytes)
+            guard bytes.readableBytes < Self.passThroughSize || addsUniqueIDs else {
                 emitPending(context: context)
                 context.write(wrapOutboundOut(.byteBuffer(bytes)), promise: promise)
                 return
@@ -55,7 +74,7 @@ final class OutboundCoalescingHandler: ChannelOutboundHandler {
                 // unshared again and is reused (were it still shared, this would allocate).
                 buffer!.clear()
             }
-            buffer!.writeBuffer(&bytes)
+            if addsUniqueIDs { copyAddingUniqueIDs(bytes, firstFrame: firstFrame) } else { buffer!.writeBuffer(&bytes) }
             add(promise)
         case .fileRegion(let region):
             frameRemainder -= min(frameRemainder, region.readableBytes)
@@ -85,12 +104,14 @@ final class OutboundCoalescingHandler: ChannelOutboundHandler {
     }
 
     /// Walks the frames that start in `bytes`; a complete GOAWAY gets the last stream taken.
-    private func fixGoAways(_ bytes: inout ByteBuffer) {
+    /// Whether a complete frame among them is a 200 that gets `apns-unique-id` (development).
+    private func walkFrames(_ bytes: inout ByteBuffer) -> Bool {
         let count = bytes.readableBytes
         if frameRemainder >= count {
             frameRemainder -= count
-            return
+            return false
         }
+        var addsUniqueIDs = false
         var offset = frameRemainder
         frameRemainder = 0
         let base = bytes.readerIndex
@@ -101,13 +122,81 @@ final class OutboundCoalescingHandler: ChannelOutboundHandler {
                 let lastStreamID = UInt32(Int(streams.lastProcessedStreamID))
                 let at = base + offset + 9
                 if bytes.getInteger(at: at, as: UInt32.self)! != lastStreamID { bytes.setInteger(lastStreamID, at: at) }
+            } else if uniqueIDs != nil, end <= count, Self.isOKHeaders(bytes, at: base + offset, length: length) {
+                addsUniqueIDs = true
             }
             if end > count {
                 frameRemainder = end - count
-                return
+                return addsUniqueIDs
             }
             offset = end
         }
+        return addsUniqueIDs
+    }
+
+    /// The HPACK field appended to a 200: literal without indexing, new name (`0x00`), the
+    /// name's and the value's lengths without the Huffman bit, the 36-byte value last.
+    static let uniqueIDFieldPrefix: [UInt8] = [0x00, 14] + Array("apns-unique-id".utf8) + [36]
+    static let uniqueIDFieldSize = uniqueIDFieldPrefix.count + 36
+    /// The smallest SETTINGS_MAX_FRAME_SIZE a peer can set: a grown frame stays within it.
+    static let minimumMaximumFrameSize = 16_384
+
+    /// A complete HEADERS frame (END_HEADERS, no padding or priority fields, NIOHTTP2 writes
+    /// none) whose header block starts with `:status 200` from HPACK's static table (`0x88`,
+    /// how NIOHPACK encodes it), after any dynamic table size updates.
+    static func isOKHeaders(_ bytes: ByteBuffer, at frame: Int, length: Int) -> Bool {
+        guard bytes.getInteger(at: frame + 3, as: UInt8.self)! == 0x1,
+              bytes.getInteger(at: frame + 4, as: UInt8.self)! & 0x2c == 0x04,
+              length + uniqueIDFieldSize <= minimumMaximumFrameSize else { return false }
+        var at = frame + 9
+        let end = at + length
+        while at < end {
+            let byte = bytes.getInteger(at: at, as: UInt8.self)!
+            if byte == 0x88 { return true }
+            guard byte & 0xe0 == 0x20 else { return false }  // 001xxxxx: a dynamic table size update
+            at += 1
+            if byte & 0x1f == 0x1f {  // the size goes on in 7-bit groups
+                while at < end, bytes.getInteger(at: at, as: UInt8.self)! & 0x80 != 0 { at += 1 }
+                at += 1
+            }
+        }
+        return false
+    }
+
+    /// Copies `bytes` into the buffer, every complete 200 HEADERS frame (`isOKHeaders`) with
+    /// `apns-unique-id` appended to its header block and its length grown to match.
+    private func copyAddingUniqueIDs(_ bytes: ByteBuffer, firstFrame: Int) {
+        let base = bytes.readerIndex
+        let count = bytes.readableBytes
+        var copied = 0
+        var offset = firstFrame
+        while count - offset >= 9 {
+            let lengthAndType = bytes.getInteger(at: base + offset, as: UInt32.self)!
+            let length = Int(lengthAndType >> 8)
+            let end = offset + 9 + length
+            guard end <= count else { break }
+            if Self.isOKHeaders(bytes, at: base + offset, length: length) {
+                copy(bytes, from: copied, to: offset)
+                buffer!.writeInteger(lengthAndType + UInt32(Self.uniqueIDFieldSize) << 8)
+                copy(bytes, from: offset + 4, to: end)
+                let high = uniqueIDs!.next(), low = uniqueIDs!.next()
+                buffer!.writeWithUnsafeMutableBytes(minimumWritableBytes: Self.uniqueIDFieldSize) { out in
+                    let prefix = Self.uniqueIDFieldPrefix.count
+                    Self.uniqueIDFieldPrefix.withUnsafeBytes { out.baseAddress!.copyMemory(from: $0.baseAddress!, byteCount: prefix) }
+                    APNsID.formatUUID(high: high, low: low, into: UnsafeMutableRawBufferPointer(rebasing: out[prefix...]))
+                    return Self.uniqueIDFieldSize
+                }
+                copied = end
+            }
+            offset = end
+        }
+        copy(bytes, from: copied, to: count)
+    }
+
+    /// Bytes `from..<to` of `bytes`' readable bytes, appended to the buffer.
+    private func copy(_ bytes: ByteBuffer, from: Int, to: Int) {
+        guard to > from else { return }
+        bytes.withUnsafeReadableBytes { buffer!.writeBytes(UnsafeRawBufferPointer(rebasing: $0[from..<to])) }
     }
 
     private func add(_ next: EventLoopPromise<Void>?) {
@@ -123,4 +212,46 @@ final class OutboundCoalescingHandler: ChannelOutboundHandler {
         // Only the indices move (no write to the storage TLS still holds until the flush).
         buffer!.moveReaderIndex(forwardBy: readable)
     }
+}
+
+/// `apns-unique-id` values for one connection: xoshiro256** (Blackman and Vigna), seeded with
+/// 256 bits from the system's cryptographically secure generator when the connection opens;
+/// each value takes 128 bits of it (122 after the UUID's version and variant), as a random
+/// version-4 UUID does. Owned by one handler on one event loop: no lock, no system call per
+/// value (the shared `RandomBytePool` took a lock per value and a `getrandom` per 16).
+///
+/// Unique per response, not unpredictable: two values collide only as two random 122-bit
+/// UUIDs do (other connections start from independent seeds), but a client that reads four
+/// of its own connection's values can compute that connection's next ones. That gives it
+/// nothing: the gateway neither stores, logs nor accepts `apns-unique-id` (no lookup by it:
+/// `tidings status` and the admin endpoint look pushes up by `apns-id`), and the value only
+/// ever goes to the connection that sent the push. Were pushes ever looked up by it (Apple's
+/// Push Notifications Console does), it would have to come from the secure generator.
+struct UniqueIDGenerator {
+    private var s0, s1, s2, s3: UInt64
+
+    init() {
+        var system = SystemRandomNumberGenerator()
+        self.init(seed: (system.next(), system.next(), system.next(), system.next()))
+    }
+
+    /// A given seed (tests); all zero is the one state xoshiro cannot leave, so it is moved.
+    init(seed: (UInt64, UInt64, UInt64, UInt64)) {
+        (s0, s1, s2, s3) = seed
+        if s0 | s1 | s2 | s3 == 0 { s0 = 1 }
+    }
+
+    mutating func next() -> UInt64 {
+        let result = rotate(s1 &* 5, 7) &* 9
+        let t = s1 << 17
+        s2 ^= s0
+        s3 ^= s1
+        s1 ^= s2
+        s0 ^= s3
+        s2 ^= t
+        s3 = rotate(s3, 45)
+        return result
+    }
+
+    private func rotate(_ x: UInt64, _ k: UInt64) -> UInt64 { (x << k) | (x >> (64 - k)) }
 }

@@ -44,9 +44,6 @@ final class ProviderConnectionHandler: ChannelInboundHandler, ProviderStreamRegi
     /// response indexes its field once, later ones refer to the name by index instead of
     /// Huffman-encoding it again (their unique values stay unindexed).
     private var apnsIDNameIndexed = false
-    private var apnsUniqueIDNameIndexed = false
-    /// Development answers a 200 with `apns-unique-id`, as Apple does (not production).
-    private let sendsUniqueID: Bool
 
     /// The handler in front of NIOHTTP2 that hands a repeated provider token over as plain
     /// text once it has learned it from a decoded request (none in unit tests).
@@ -59,7 +56,6 @@ final class ProviderConnectionHandler: ChannelInboundHandler, ProviderStreamRegi
         self.certificateVerifier = certificateVerifier
         self.auth = ProviderAuthenticationStateMachine(configuration: .init(environment: core.configuration.environment))
         self.machine = ProviderConnectionStateMachine(configuration: .init(core.configuration), now: core.clock.nowMilliseconds())
-        self.sendsUniqueID = core.configuration.environment == .development
         self.logger = core.logger
         logger[metadataKey: "channel"] = "provider"
         logsTrace = logger.logLevel <= .trace
@@ -458,7 +454,7 @@ final class ProviderConnectionHandler: ChannelInboundHandler, ProviderStreamRegi
 
     /// The apns-id is unique per response: not worth a place in either side's HPACK dynamic
     /// table (inserting every one evicted an older one on every response), except once, so
-    /// that its name is there. The same for `apns-unique-id`.
+    /// that its name is there.
     private static func indexing(_ nameIndexed: inout Bool) -> HPACKIndexing {
         if nameIndexed { return .nonIndexable }
         nameIndexed = true
@@ -468,13 +464,11 @@ final class ProviderConnectionHandler: ChannelInboundHandler, ProviderStreamRegi
     private func respondOK(_ streamID: HTTP2StreamID, apnsID: String) {
         guard let context else { return }
         var headers = HPACKHeaders()
-        headers.reserveCapacity(3)
+        headers.reserveCapacity(2)
         headers.add(name: ":status", value: "200")
         headers.add(name: "apns-id", value: apnsID, indexing: Self.indexing(&apnsIDNameIndexed))
-        if sendsUniqueID {
-            // Apple's development environment: a lower-case UUID of its own per notification.
-            headers.add(name: "apns-unique-id", value: APNsID.generate().rawValue, indexing: Self.indexing(&apnsUniqueIDNameIndexed))
-        }
+        // In development `OutboundCoalescingHandler` appends `apns-unique-id` to this frame's
+        // header block below NIOHTTP2 (NIOHPACK would Huffman-code every value).
         writingResponse = true
         context.write(wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers, endStream: true)))), promise: nil)
         writingResponse = false

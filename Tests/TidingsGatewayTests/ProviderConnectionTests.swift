@@ -246,6 +246,28 @@ struct ProviderConnectionTests {
         await h.stop()
     }
 
+    /// Every 200 carries an `apns-unique-id` of its own across connections too: each provider
+    /// connection draws its values from its own generator (`UniqueIDGenerator`, seeded from the
+    /// system's secure generator per connection), and two connections' answers share none.
+    @Test func uniqueIDsDifferAcrossConnections() async throws {
+        let s = try await Self.setUp()
+        let second = try await RawHTTP2Client.connect(port: s.h.providerPort)
+        try await second.send(second.push(1, token: s.token, authorization: s.auth))
+        _ = await second.wait { $0.statuses[1] != nil }
+        let streams = Array(stride(from: UInt32(3), through: 41, by: 2))
+        var ids: [String?] = []
+        for client in [s.client, second] {
+            try await client.send(streams.flatMap { client.push($0, token: s.token, authorization: s.auth) })
+            let r = await client.wait { r in streams.allSatisfy { r.statuses[$0] != nil } }
+            #expect(streams.allSatisfy { r.statuses[$0] == "200" })
+            ids += ([1] + streams).map { id in r.frames.first { $0.type == 0x1 && $0.streamID == id }?.field("apns-unique-id") }
+        }
+        #expect(ids.count == 42 && ids.allSatisfy { $0 != nil })
+        #expect(Set(ids.compactMap { $0 }).count == 42, "one per notification, across connections")
+        await second.close()
+        await s.stop()
+    }
+
     /// Issue 11 § 1: untrusted numbers at their extremes are answered, never trap.
     @Test(.timeLimit(.minutes(1))) func extremeNumbersAreAnswered() async throws {
         let s = try await Self.setUp()

@@ -179,19 +179,26 @@ public struct APNsID: Sendable, Hashable, Codable, CustomStringConvertible {
         // into the 36-byte string.
         let (high, low) = RandomBytePool.shared.next128()
         return APNsID(unchecked: String(unsafeUninitializedCapacity: 36) { out in
-            let digits: StaticString = "0123456789abcdef"
-            var o = 0
-            for i in 0..<16 {
-                var byte = UInt8(truncatingIfNeeded: (i < 8 ? high : low) >> (8 * (i & 7)))
-                if i == 6 { byte = (byte & 0x0f) | 0x40 }
-                if i == 8 { byte = (byte & 0x3f) | 0x80 }
-                if i == 4 || i == 6 || i == 8 || i == 10 { out[o] = UInt8(ascii: "-"); o += 1 }
-                out[o] = digits.utf8Start[Int(byte >> 4)]
-                out[o + 1] = digits.utf8Start[Int(byte & 0x0f)]
-                o += 2
-            }
+            formatUUID(high: high, low: low, into: UnsafeMutableRawBufferPointer(out))
             return 36
         })
+    }
+
+    /// Writes 128 random bits as a lower-case version-4 UUID (8-4-4-4-12, the version and
+    /// variant bits set) into the first 36 bytes of `out`.
+    public static func formatUUID(high: UInt64, low: UInt64, into out: UnsafeMutableRawBufferPointer) {
+        precondition(out.count >= 36)
+        let digits: StaticString = "0123456789abcdef"
+        var o = 0
+        for i in 0..<16 {
+            var byte = UInt8(truncatingIfNeeded: (i < 8 ? high : low) >> (8 * (i & 7)))
+            if i == 6 { byte = (byte & 0x0f) | 0x40 }
+            if i == 8 { byte = (byte & 0x3f) | 0x80 }
+            if i == 4 || i == 6 || i == 8 || i == 10 { out[o] = UInt8(ascii: "-"); o += 1 }
+            out[o] = digits.utf8Start[Int(byte >> 4)]
+            out[o + 1] = digits.utf8Start[Int(byte & 0x0f)]
+            o += 2
+        }
     }
 
     public init(from decoder: any Decoder) throws {
