@@ -64,6 +64,9 @@ public struct DaemonConfiguration: Sendable {
     }
 
     public var resolvedSocketPath: String { socketPath ?? TidingsPaths.socketPath(dataDirectory: dataDirectory) }
+    /// The attachment store (`AttachmentStore.root`) of the engine and the service extensions;
+    /// the web center serves attachments from here.
+    public var attachmentsDirectory: String { dataDirectory + "/attachments" }
 }
 
 /// The device's notification daemon: the engine on SQLite in the data directory, its
@@ -171,7 +174,7 @@ public func buildDaemon(_ configuration: DaemonConfiguration) async throws -> No
     // No attachment from the data directory (the daemon's files, other apps' stores, the
     // service extensions' containers): the runner allows each extension's own container
     // for the files of its own call only (`AttachmentStore.allowing`).
-    let attachments = AttachmentStore(root: URL(fileURLWithPath: configuration.dataDirectory).appendingPathComponent("attachments"),
+    let attachments = AttachmentStore(root: URL(fileURLWithPath: configuration.attachmentsDirectory),
                                       protectedDirectories: [configuration.dataDirectory])
     // Extensions may use UNUserNotificationCenter, as on iOS: point them at this daemon.
     if extensionConfiguration.environment["TIDINGS_SOCKET"] == nil { extensionConfiguration.environment["TIDINGS_SOCKET"] = socketPath }

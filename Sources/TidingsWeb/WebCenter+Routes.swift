@@ -152,9 +152,8 @@ extension WebCenter {
     }
 
     func page() -> Response {
-        guard let html = WebAssets.files["index.html"] else { return WebResponses.text("the page's files are missing", status: .internalServerError) }
-        let page = String(decoding: html, as: UTF8.self).replacingOccurrences(of: "{{csrf}}", with: secret.csrfToken)
-        return Response(status: .ok, headers: [.contentType: "text/html; charset=utf-8"], body: .init(byteBuffer: ByteBuffer(string: page)))
+        guard let pageHTML else { return WebResponses.text("the page's files are missing", status: .internalServerError) }
+        return Response(status: .ok, headers: [.contentType: "text/html; charset=utf-8"], body: .init(byteBuffer: pageHTML))
     }
 
     func decode<T: Decodable>(_ type: T.Type, _ request: Request, _ context: BasicWebSocketRequestContext) async throws -> T {

@@ -67,6 +67,9 @@ public final class WebCenter: Service {
     /// Runs content extensions for the expanded view's slot; nil: the slot stays empty.
     let contentExtensions: (any WebContentExtensions)?
     let frames = ExtensionFrames()
+    /// The page, rendered once: it embeds only the CSRF token, which is fixed by the secret
+    /// (no nonce or other per-request value). Nil when the package's `index.html` is missing.
+    let pageHTML: ByteBuffer?
     private let ready = Mutex<(access: WebAccess?, waiting: [CheckedContinuation<URL, Never>])>((nil, []))
 
     public init(configuration: WebCenterConfiguration, hub: WebHub, admin: @escaping Admin, settings: @escaping @Sendable (String) async -> NotificationSettingsValue?, contentExtensions: (any WebContentExtensions)? = nil) throws {
@@ -74,7 +77,11 @@ public final class WebCenter: Service {
         self.configuration = configuration
         self.hub = hub
         self.admin = admin
-        secret = try WebSecret.loadOrCreate(dataDirectory: configuration.dataDirectory)
+        let secret = try WebSecret.loadOrCreate(dataDirectory: configuration.dataDirectory)
+        self.secret = secret
+        pageHTML = WebAssets.files["index.html"].map { html in
+            ByteBuffer(string: String(decoding: html, as: UTF8.self).replacingOccurrences(of: "{{csrf}}", with: secret.csrfToken))
+        }
         hub.setSettingsLookup(settings)
     }
 

@@ -40,9 +40,11 @@ public final class WebHub: Presenter, ConsentProvider {
     /// Told when a prompt waits and no page is open (the daemon prints where to answer).
     private let unattendedPrompt: @Sendable (String) -> Void
 
-    public init(dataDirectory: String, limits: Limits = Limits(), logger: Logger, unattendedPrompt: @escaping @Sendable (String) -> Void = { _ in }) {
+    /// `attachmentsRoot`: the engine's attachment store (`DaemonConfiguration.attachmentsDirectory`);
+    /// the center serves only files directly in an app's folder of it.
+    public init(attachmentsRoot: String, limits: Limits = Limits(), logger: Logger, unattendedPrompt: @escaping @Sendable (String) -> Void = { _ in }) {
         self.limits = limits
-        attachmentsRoot = dataDirectory + "/attachments"
+        self.attachmentsRoot = attachmentsRoot
         self.logger = logger
         self.unattendedPrompt = unattendedPrompt
     }

@@ -1,4 +1,5 @@
 import Foundation
+import TidingsCore
 @_spi(Tidings) import UserNotifications
 
 /// The stand-in for `UIViewController` that a content extension's principal class
@@ -63,22 +64,9 @@ public final class UNNotificationContentView {
         needsDisplay?()
     }
 
-    /// `text` with `&`, `<`, `>`, `"` and `'` escaped: safe in HTML text and attribute values.
-    public static func escape(_ text: String) -> String {
-        var escaped = ""
-        escaped.reserveCapacity(text.utf8.count)
-        for character in text.unicodeScalars {
-            switch character {
-            case "&": escaped += "&amp;"
-            case "<": escaped += "&lt;"
-            case ">": escaped += "&gt;"
-            case "\"": escaped += "&quot;"
-            case "'": escaped += "&#39;"
-            default: escaped.unicodeScalars.append(character)
-            }
-        }
-        return escaped
-    }
+    /// `text` with `&`, `<`, `>`, `"` and `'` escaped: safe in HTML text and attribute values
+    /// (`MarkupText.escape`, for extensions that import only UserNotificationsUI).
+    public static func escape(_ text: String) -> String { MarkupText.escape(text) }
 }
 
 /// The extension context of a content extension's view (iOS 12's additions to

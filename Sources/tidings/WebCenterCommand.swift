@@ -28,7 +28,7 @@ struct WebOptions: ParsableArguments {
     /// Makes the hub that presents and asks in the page, and hands it to the daemon's engine.
     func prepare(_ configuration: inout DaemonConfiguration) -> WebHub? {
         guard enabled else { return nil }
-        let hub = WebHub(dataDirectory: configuration.dataDirectory, logger: configuration.logger) { line in say("tidings: \(line)") }
+        let hub = WebHub(attachmentsRoot: configuration.attachmentsDirectory, logger: configuration.logger) { line in say("tidings: \(line)") }
         configuration.presenters.append(hub)
         configuration.consentProvider = hub
         return hub

@@ -29,6 +29,11 @@ import zlib
 APP = "com.example.webtest"
 QUIET = "com.example.webquiet"
 results = []
+# How long a step may take on a slow, loaded machine (seconds; Playwright takes ms). Every
+# wait is for its specific condition, so a fast machine does not wait this long and a broken
+# page still fails, only later.
+WAIT = 60
+WAIT_MS = WAIT * 1000
 
 
 def check(name, condition, why=""):
@@ -100,7 +105,7 @@ class Lines:
                 self.lines.append(line)
                 self.lock.notify_all()
 
-    def wait(self, pattern, timeout=20, start=0):
+    def wait(self, pattern, timeout=WAIT, start=0):
         deadline = time.time() + timeout
         regex = re.compile(pattern)
         with self.lock:
@@ -120,7 +125,7 @@ class Lines:
 
 
 def request(port, method, path, headers=None, body=None, host=None):
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=WAIT)
     all_headers = {"Host": host or "127.0.0.1:%d" % port}
     all_headers.update(headers or {})
     connection.request(method, path, body=body, headers=all_headers)
@@ -132,7 +137,7 @@ def request(port, method, path, headers=None, body=None, host=None):
 
 def websocket_status(port, headers):
     """The HTTP status of a WebSocket upgrade request (101 when accepted)."""
-    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    s = socket.create_connection(("127.0.0.1", port), timeout=WAIT)
     lines = ["GET /api/events HTTP/1.1", "Host: 127.0.0.1:%d" % port, "Upgrade: websocket", "Connection: Upgrade",
              "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==", "Sec-WebSocket-Version: 13"]
     lines += ["%s: %s" % item for item in headers.items()]
@@ -237,10 +242,11 @@ def main():
                 "--disable-background-networking", "--disable-component-update", "--no-first-run"])
             context = browser.new_context(viewport={"width": 900, "height": 760})
             page = context.new_page()
+            page.set_default_timeout(WAIT_MS)
             page.on("pageerror", lambda error: print("page error: %s" % error, flush=True))
             page.goto(url)
             check("the page drops the key from the address", "key=" not in page.url, page.url)
-            page.wait_for_selector("#connection.live", timeout=10000)
+            page.wait_for_selector("#connection.live", timeout=WAIT_MS)
             cookies = context.cookies()
             check("the cookie is HttpOnly and SameSite=Strict", any(c["httpOnly"] and c["sameSite"] == "Strict" for c in cookies), str(cookies))
             check("the page cannot read the cookie", page.evaluate("document.cookie") == "")
@@ -249,7 +255,7 @@ def main():
             app = subprocess.Popen([args.app], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                    env=dict(env, TIDINGS_SOCKET=os.path.join(data_dir, "daemon.sock"), TIDINGS_BUNDLE_ID=APP))
             app_out = Lines(app, os.path.join(work, "app.log"))
-            page.wait_for_selector("#consent:not([hidden])", timeout=15000)
+            page.wait_for_selector("#consent:not([hidden])", timeout=WAIT_MS)
             title = page.text_content("#consent .alert-title")
             check("the consent prompt names the app", "Web Test" in title, title)
             if args.shots:
@@ -270,7 +276,7 @@ def main():
                 f.write(png(160, 100, (40, 120, 220)))
             post({"id": "photo", "title": "New photo", "subtitle": "From Ann", "body": "Look at this sunset",
                   "image": image, "sound": "ding.wav", "badge": 3, "thread": "photos", "clip": [0.25, 0.25, 0.5, 0.5]})
-            banner = page.wait_for_selector('.banner[data-id="photo"]', timeout=10000)
+            banner = page.wait_for_selector('.banner[data-id="photo"]', timeout=WAIT_MS)
             check("a banner appears with title, subtitle and body",
                   banner.text_content().count("New photo") == 1 and "From Ann" in banner.text_content() and "Look at this sunset" in banner.text_content())
             thumb = page.query_selector('.banner[data-id="photo"] .thumbnail')
@@ -284,7 +290,7 @@ def main():
                 # The image is blue with a white band over its middle quarter; the clipping
                 # rectangle (its middle half) stretches the band over the thumbnail's middle half.
                 try:
-                    page.wait_for_selector('.banner[data-id="photo"] .thumbnail[data-frame] canvas', timeout=10000)
+                    page.wait_for_selector('.banner[data-id="photo"] .thumbnail[data-frame] canvas', timeout=WAIT_MS)
                 except Exception:
                     pass
                 rgb = shown_pixel(page, '.banner[data-id="photo"] .thumbnail', 0.5, 0.32)
@@ -297,8 +303,7 @@ def main():
                 page.screenshot(path=os.path.join(args.shots, "web-center-banner.png"), clip={"x": 200, "y": 40, "width": 500, "height": 150})
 
             # The expanded notification shows the attachment at full size.
-            page.evaluate("document.querySelectorAll('.banner').forEach(b => b.remove())")
-            page.click('#groups .card[data-id="photo"] .title')
+            expand(page, "photo")
             page.wait_for_selector("#expanded:not([hidden]) .media img.attachment")
             width = page.evaluate("""() => new Promise(r => { const i = document.querySelector('#expanded .media img.attachment');
                                      i.complete ? r(i.naturalWidth) : (i.onload = () => r(i.naturalWidth)); })""")
@@ -308,7 +313,7 @@ def main():
 
             # Markup in a title or body is text.
             post({"id": "markup", "title": '<img src=x onerror="window.pwned=1"><b>bold</b>', "body": "<script>window.pwned=2</script>&amp;"})
-            page.wait_for_selector('.card[data-id="markup"]', timeout=10000)
+            page.wait_for_selector('.card[data-id="markup"]', timeout=WAIT_MS)
             title = page.text_content('#groups .card[data-id="markup"] .title')
             check("markup in a title shows as text", title == '<img src=x onerror="window.pwned=1"><b>bold</b>', title)
             body = page.text_content('#groups .card[data-id="markup"] .body')
@@ -320,7 +325,7 @@ def main():
             for i, (who, relevance) in enumerate([("Ann", 0.2), ("Bob", 0.9), ("Ann", 0.1)]):
                 post({"id": "chat-%d" % i, "title": who, "body": "Message %d" % i, "thread": "chat", "category": "message",
                       "summaryArgument": who, "relevance": relevance})
-            page.wait_for_function("""() => { const g = document.querySelector('#groups .group[data-thread="chat"]'); return g && g.dataset.count === "3"; }""", timeout=10000)
+            page.wait_for_function("""() => { const g = document.querySelector('#groups .group[data-thread="chat"]'); return g && g.dataset.count === "3"; }""", timeout=WAIT_MS)
             group = page.query_selector('#groups .group[data-thread="chat"]')
             featured = group.query_selector(".card").get_attribute("data-id")
             check("a thread groups into one stack", group.get_attribute("data-count") == "3" and "stack" in group.get_attribute("class"))
@@ -333,10 +338,9 @@ def main():
                 page.screenshot(path=os.path.join(args.shots, "web-center.png"))
 
             # A button and a text reply reach the app's delegate.
-            group.query_selector(".card").click()
-            page.wait_for_selector('#groups .group[data-thread="chat"] .card[data-id="chat-0"]')
-            page.click('#groups .card[data-id="chat-0"]')
-            page.wait_for_selector("#expanded:not([hidden])")
+            click_until(page, '#groups .group.stack[data-thread="chat"] .card .title',
+                        '#groups .group[data-thread="chat"] .card[data-id="chat-0"]')
+            expand(page, "chat-0")
             if args.shots:
                 page.screenshot(path=os.path.join(args.shots, "web-center-expanded.png"))
             buttons = page.eval_on_selector_all("#expanded .action", "bs => bs.map(b => [b.dataset.action, b.className])")
@@ -345,7 +349,7 @@ def main():
             mark = app_out.mark()
             page.click('#expanded .action[data-action="like"]')
             check("a button reaches the app's delegate", app_out.wait(r"^response chat-0 action=like$", start=mark), "\n".join(app_out.lines[-3:]))
-            page.click('#groups .card[data-id="chat-2"]')
+            expand(page, "chat-2")
             page.click('#expanded .action[data-action="reply"]')
             placeholder = page.get_attribute("#expanded .reply-text", "placeholder")
             send = page.text_content("#expanded .reply-send")
@@ -354,7 +358,7 @@ def main():
             mark = app_out.mark()
             page.click("#expanded .reply-send")
             check("a text reply reaches the app's delegate", app_out.wait(r"^response chat-2 action=reply text=hello from the page <b>$", start=mark), "\n".join(app_out.lines[-3:]))
-            page.click('#groups .card[data-id="chat-1"]')
+            expand(page, "chat-1")
             page.click('#expanded .action[data-action="archive"]')
             check("authenticationRequired asks for confirmation", page.is_visible("#confirm"))
             mark = app_out.mark()
@@ -370,20 +374,21 @@ def main():
 
             # Settings ▸ Notifications: a change reaches getNotificationSettings; the app's own settings.
             page.click("#tab-settings")
-            page.click('.settings-row[data-app="%s"]' % APP)
-            page.wait_for_selector('#settings-app input[name="sounds"]')
+            click_until(page, '.settings-row[data-app="%s"]' % APP, '#settings-app input[name="sounds"]')
             if args.shots:
                 page.screenshot(path=os.path.join(args.shots, "web-center-settings.png"))
-            page.uncheck('#settings-app input[name="sounds"]')
+            with page.expect_response(settings_answer) as answer:
+                page.uncheck('#settings-app input[name="sounds"]')
+            check("the daemon takes the settings change", answer.value.ok, str(answer.value.status))
             page.wait_for_function("""() => !document.querySelector('#settings-app input[name="sounds"]').checked""")
-            time.sleep(0.2)
             mark = app_out.mark()
             app.stdin.write(b'{"settings": true}\n'); app.stdin.flush()
             check("a settings change reaches getNotificationSettings", app_out.wait(r"^settings sound=1 ", start=mark), "\n".join(app_out.lines[-2:]))
             mark = app_out.mark()
             page.click("#settings-app .app-settings")
             check("the app's own settings button calls openSettingsFor", app_out.wait(r"^openSettings$", start=mark))
-            page.select_option('#settings-app select[name="previews"]', "2")
+            with page.expect_response(settings_answer):
+                page.select_option('#settings-app select[name="previews"]', "2")
             page.click("#tab-center")
             post({"id": "secret", "title": "Hidden", "body": "the private text", "category": "message", "thread": "private"})
             page.wait_for_selector('#groups .card[data-id="secret"]')
@@ -409,7 +414,7 @@ def main():
                 quiet_out.wait(r"^ready$")
                 quiet.stdin.write(b'{"id": "hush", "title": "Quietly", "body": "no banner"}\n'); quiet.stdin.flush()
                 quiet_out.wait(r"^added hush")
-                page.wait_for_selector('#groups .card[data-app="%s"][data-id="hush"]' % QUIET, timeout=10000)
+                page.wait_for_selector('#groups .card[data-app="%s"][data-id="hush"]' % QUIET, timeout=WAIT_MS)
                 time.sleep(0.3)
                 banners = page.evaluate("window.tidingsTrace.banners.filter(b => b.id === 'hush').length")
                 check("provisional delivers quietly: in the center, no banner", banners == 0, str(banners))
@@ -450,17 +455,18 @@ def grouping(page, args, env, data_dir, port, session, app, app_out, post):
     def open_settings():
         page.click("#tab-settings")
         if not page.is_visible('#settings-app select[name="grouping"]'):
-            page.click('.settings-row[data-app="%s"]' % APP)
+            click_until(page, '.settings-row[data-app="%s"]' % APP, '#settings-app select[name="grouping"]')
         page.wait_for_selector('#settings-app select[name="grouping"]')
 
     def choose(value):
         open_settings()
-        page.select_option('#settings-app select[name="grouping"]', value)
+        with page.expect_response(settings_answer):
+            page.select_option('#settings-app select[name="grouping"]', value)
         page.click("#tab-center")
 
     def wait_stacks(expected):
         try:
-            page.wait_for_function("() => (%s)() === %s" % (stacks, json.dumps(expected)), timeout=10000)
+            page.wait_for_function("() => (%s)() === %s" % (stacks, json.dumps(expected)), timeout=WAIT_MS)
         except Exception:
             pass
         return page.evaluate(stacks)
@@ -477,7 +483,7 @@ def grouping(page, args, env, data_dir, port, session, app, app_out, post):
     check("the grouping is stored in the daemon with the app's settings", stored == ["off"], "%s %s" % (status, stored))
     check("the grouping is not kept in the browser", page.evaluate("Object.keys(localStorage).filter(k => k.includes('grouping')).length") == 0)
     page.reload()
-    page.wait_for_selector("#connection.live", timeout=10000)
+    page.wait_for_selector("#connection.live", timeout=WAIT_MS)
     got = wait_stacks("1,1,1")
     check("after a reload the center still honours the stored grouping", got == "1,1,1", got)
     open_settings()
@@ -485,7 +491,7 @@ def grouping(page, args, env, data_dir, port, session, app, app_out, post):
     check("the settings page shows the stored grouping", value == "off", value)
     page.click("#tab-center")
     choose("byApp")
-    page.wait_for_function("() => document.querySelectorAll('#groups .group[data-app=\"%s\"]').length === 1" % APP, timeout=10000)
+    page.wait_for_function("() => document.querySelectorAll('#groups .group[data-app=\"%s\"]').length === 1" % APP, timeout=WAIT_MS)
     check("grouping by app: one stack for the app", len(page.query_selector_all('#groups .group[data-app="%s"]' % APP)) == 1)
     status, _, _ = request(port, "POST", "/api/settings", headers, json.dumps({"app": APP, "change": {"grouping": "sideways"}}))
     check("an unknown grouping is refused", status == 400, str(status))
@@ -543,7 +549,7 @@ def thumbnail_time(page, post, work):
         post(item)
         thumb = '.banner[data-id="%s"] .thumbnail' % identifier
         try:
-            page.wait_for_selector(thumb + "[data-frame] canvas", timeout=10000)
+            page.wait_for_selector(thumb + "[data-frame] canvas", timeout=WAIT_MS)
         except Exception:
             pass
         shown = page.get_attribute(thumb, "data-frame") if page.query_selector(thumb) else "no banner"
@@ -556,28 +562,53 @@ def thumbnail_time(page, post, work):
     check("a movie thumbnail seeks to ThumbnailTime, clamped to the duration", got == [1.5, 1.999, 0, 3, 0], str(got))
     card = '#groups .card[data-id="gif-one"] .thumbnail'
     page.evaluate("document.querySelectorAll('.banner').forEach(b => b.remove())")
-    page.wait_for_selector(card + "[data-frame] canvas", timeout=10000)
+    page.wait_for_selector(card + "[data-frame] canvas", timeout=WAIT_MS)
     got = colour(pixel(card))
     check("ThumbnailTime 1: the center's card shows frame 1 too", got == "blue", got)
     expand(page, "gif-one")
-    full = page.wait_for_selector("#expanded:not([hidden]) .media img.attachment", timeout=10000)
+    full = page.wait_for_selector("#expanded:not([hidden]) .media img.attachment", timeout=WAIT_MS)
     check("the expanded view shows the whole animated GIF", full.get_attribute("src").endswith(".gif")
           and page.query_selector("#expanded .media canvas") is None, full.get_attribute("src"))
     page.click("#expanded .close")
     page.evaluate("ids => dismiss(%s, ids)" % json.dumps(APP), [c[0] for c in cases])
 
 
-def expand(page, identifier):
-    """Opens a notification of the center (the center redraws as notifications arrive: look again)."""
-    page.evaluate("document.querySelectorAll('.banner').forEach(b => b.remove())")
-    for _ in range(50):
-        if not page.is_hidden("#expanded"):
-            return
+def settings_answer(response):
+    """The daemon's answer to a settings change the page made."""
+    return response.url.endswith("/api/settings") and response.request.method == "POST"
+
+
+def click_until(page, selector, done):
+    """Clicks `selector` until `done` is on the page. The center redraws as events arrive
+    (a card is replaced, moves up as one above it goes): a click that lands while its
+    element is replaced is lost, so click again, for up to WAIT seconds. A page that never
+    shows `done` fails at the caller's next step."""
+    deadline = time.time() + WAIT
+    while True:
         try:
-            page.click('#groups .card[data-id="%s"] .title' % identifier, timeout=2000)
+            page.click(selector, timeout=5000)
         except Exception:
             pass
-        time.sleep(0.1)
+        try:
+            page.wait_for_selector(done, timeout=5000)
+            return True
+        except Exception:
+            if time.time() > deadline:
+                return False
+
+
+def expand(page, identifier):
+    """Opens notification `identifier` of the center in the expanded view: another one that
+    a moving card put there is closed, and the click repeated."""
+    page.evaluate("document.querySelectorAll('.banner').forEach(b => b.remove())")
+    wanted = '#expanded:not([hidden])[data-id="%s"]' % identifier
+    deadline = time.time() + WAIT
+    while time.time() < deadline and not page.query_selector(wanted):
+        if not page.is_hidden("#expanded"):
+            page.click("#expanded .close")
+        if click_until(page, '#groups .card[data-id="%s"] .title' % identifier, "#expanded:not([hidden])"):
+            page.wait_for_selector("#expanded:not([hidden])")
+    return page.query_selector(wanted) is not None
 
 
 def fixture_extension(page, post, app_out):
@@ -586,10 +617,10 @@ def fixture_extension(page, post, app_out):
     # A crash on open: the default content, no frame, and the page still works.
     post({"id": "crashy", "title": "Crashing view", "body": "the default content", "category": "fixture",
           "thread": "fixture-crash", "userInfo": {"fixture": "crash"}})
-    page.wait_for_selector('#groups .card[data-id="crashy"]', timeout=10000)
+    page.wait_for_selector('#groups .card[data-id="crashy"]', timeout=WAIT_MS)
     expand(page, "crashy")
     try:
-        page.wait_for_selector('#expanded[data-extension="failed"]', timeout=15000)
+        page.wait_for_selector('#expanded[data-extension="failed"]', timeout=WAIT_MS)
     except Exception:
         pass
     state = page.evaluate("""() => { const o = document.querySelector('#expanded');
@@ -601,16 +632,16 @@ def fixture_extension(page, post, app_out):
     page.click('#expanded .action[data-action="play-self"]')
     check("after the crash the page still works: the category's button reaches the app",
           app_out.wait(r"^response crashy action=play-self$", start=mark), "\n".join(app_out.lines[-3:]))
-    page.wait_for_selector("#expanded", state="hidden", timeout=10000)
+    page.wait_for_selector("#expanded", state="hidden", timeout=WAIT_MS)
 
     # The media play/pause button: drawn over the frame, a press reaches the extension
     # (mediaPlay/mediaPause re-render its view), its state follows mediaPlayingStarted.
     post({"id": "media", "title": "Song", "body": "a song", "category": "fixture", "thread": "fixture-media",
           "userInfo": {"fixture": "media", "tint": "#ff0000"}})
-    page.wait_for_selector('#groups .card[data-id="media"]', timeout=10000)
+    page.wait_for_selector('#groups .card[data-id="media"]', timeout=WAIT_MS)
     expand(page, "media")
     try:
-        page.wait_for_selector('#expanded[data-extension="open"] .extension-slot .media-button', timeout=15000)
+        page.wait_for_selector('#expanded[data-extension="open"] .extension-slot .media-button', timeout=WAIT_MS)
     except Exception:
         check("the extension's media button is drawn over its frame", False, str(page.evaluate("document.querySelector('#expanded').dataset.extension")))
         return
@@ -627,28 +658,29 @@ def fixture_extension(page, post, app_out):
             return ""
 
     def wait_frame(word):
-        for _ in range(100):
+        deadline = time.time() + WAIT
+        while time.time() < deadline:
             if word in frame_text():
                 return True
             time.sleep(0.1)
         return False
 
     page.click("#expanded .media-button")
-    page.wait_for_selector('#expanded .media-button[data-playing="true"]', timeout=10000)
+    page.wait_for_selector('#expanded .media-button[data-playing="true"]', timeout=WAIT_MS)
     check("pressing play calls the extension's mediaPlay and shows pause", wait_frame("playing"), frame_text())
     page.click("#expanded .media-button")
-    page.wait_for_selector('#expanded .media-button[data-playing="false"]', timeout=10000)
+    page.wait_for_selector('#expanded .media-button[data-playing="false"]', timeout=WAIT_MS)
     check("pressing pause calls the extension's mediaPause and shows play", wait_frame("paused"), frame_text())
     page.click('#expanded .action[data-action="play-self"]')
     try:
-        page.wait_for_selector('#expanded .media-button[data-playing="true"]', timeout=10000)
+        page.wait_for_selector('#expanded .media-button[data-playing="true"]', timeout=WAIT_MS)
         started = True
     except Exception:
         started = False
     check("mediaPlayingStarted from the extension context turns the button to pause", started,
           str(page.evaluate("document.querySelector('#expanded .media-button')?.dataset.playing")))
     page.click("#expanded .close")
-    page.wait_for_selector("#expanded", state="hidden", timeout=10000)
+    page.wait_for_selector("#expanded", state="hidden", timeout=WAIT_MS)
 
 
 def interactive_extension(page, post, port, session):
@@ -657,10 +689,10 @@ def interactive_extension(page, post, port, session):
     the page relays only its open frame's events, the center only with that frame's token."""
     post({"id": "touch", "title": "Touch me", "body": "an interactive view", "category": "interactive", "thread": "touch",
           "userInfo": {"fixture": "interactive"}})
-    page.wait_for_selector('#groups .card[data-id="touch"]', timeout=10000)
+    page.wait_for_selector('#groups .card[data-id="touch"]', timeout=WAIT_MS)
     expand(page, "touch")
     try:
-        page.wait_for_selector('#expanded[data-extension="open"] .extension-slot iframe', timeout=15000)
+        page.wait_for_selector('#expanded[data-extension="open"] .extension-slot iframe', timeout=WAIT_MS)
     except Exception:
         check("the interactive extension's view opens", False, str(page.evaluate("document.querySelector('#expanded').dataset.extension")))
         return
@@ -675,17 +707,18 @@ def interactive_extension(page, post, port, session):
             return ""
 
     def wait_text(words):
-        for _ in range(100):
+        deadline = time.time() + WAIT
+        while time.time() < deadline:
             if all(w in frame_text() for w in words):
                 return True
             time.sleep(0.1)
         return False
 
-    page.wait_for_selector("#expanded .extension-slot iframe").content_frame().wait_for_selector("#add", timeout=10000)
+    page.wait_for_selector("#expanded .extension-slot iframe").content_frame().wait_for_selector("#add", timeout=WAIT_MS)
     page.wait_for_selector("#expanded .extension-slot iframe").content_frame().click("#add")
     check("a click in the frame reaches the extension's eventHandler and the view re-renders",
           wait_text(["count=5", "event=add:5"]), frame_text())
-    page.wait_for_selector("#expanded .extension-slot iframe").content_frame().wait_for_selector("#add", timeout=10000)
+    page.wait_for_selector("#expanded .extension-slot iframe").content_frame().wait_for_selector("#add", timeout=WAIT_MS)
     page.wait_for_selector("#expanded .extension-slot iframe").content_frame().evaluate("tidings.send('add', '2')")
     check("the view's own script sends an event with tidings.send", wait_text(["count=7", "event=add:2"]), frame_text())
 
@@ -706,7 +739,7 @@ def interactive_extension(page, post, port, session):
     status, _, _ = request(port, "POST", "/api/extension/event", headers, json.dumps({"session": view, "token": token, "element": "x" * 257, "value": ""}))
     check("an event over the element id limit is refused", status == 413, str(status))
     page.click("#expanded .close")
-    page.wait_for_selector("#expanded", state="hidden", timeout=10000)
+    page.wait_for_selector("#expanded", state="hidden", timeout=WAIT_MS)
     status, _, _ = request(port, "POST", "/api/extension/event", headers, json.dumps({"session": view, "token": token, "element": "add", "value": "1"}))
     check("after the view closes its token names nothing", status == 403, str(status))
 
@@ -722,27 +755,28 @@ def content_extension(page, args, env, data_dir, work):
                               env=dict(env, TIDINGS_SOCKET=os.path.join(data_dir, "daemon.sock"), TIDINGS_BUNDLE_ID="com.example.tidings.sample"))
     try:
         out = Lines(sample, os.path.join(work, "sample.log"))
-        page.wait_for_selector("#consent:not([hidden])", timeout=15000)
+        page.wait_for_selector("#consent:not([hidden])", timeout=WAIT_MS)
         page.click("#consent .allow")
         check("the sample app schedules its items", out.wait(r"scheduled items now"), "\n".join(out.lines[-5:]))
         page.evaluate("document.querySelectorAll('.banner').forEach(b => b.remove())")
         page.wait_for_function("""() => [...document.querySelectorAll('#groups .group[data-app="com.example.tidings.sample"]')]
-                                      .some(g => g.dataset.count !== undefined)""", timeout=10000)
+                                      .some(g => g.dataset.count !== undefined)""", timeout=WAIT_MS)
         # The sample app's notifications share no thread: one stack; open it, then the items.
         # (The center redraws as notifications arrive: look again each time.)
-        for _ in range(50):
+        deadline = time.time() + WAIT
+        while time.time() < deadline:
             if page.is_hidden("#expanded") is False:
                 break
             try:
                 if page.query_selector('#groups .card[data-id="items"]'):
-                    page.click('#groups .card[data-id="items"] .title', timeout=2000)
+                    page.click('#groups .card[data-id="items"] .title', timeout=5000)
                 elif page.query_selector('#groups .group.stack[data-app="com.example.tidings.sample"]'):
-                    page.click('#groups .group.stack[data-app="com.example.tidings.sample"] .card .title', timeout=2000)
+                    page.click('#groups .group.stack[data-app="com.example.tidings.sample"] .card .title', timeout=5000)
             except Exception:
                 pass
             time.sleep(0.2)
         try:
-            page.wait_for_selector('#expanded[data-extension="open"] .extension-slot iframe', timeout=15000)
+            page.wait_for_selector('#expanded[data-extension="open"] .extension-slot iframe', timeout=WAIT_MS)
         except Exception:
             state = page.evaluate("() => [document.querySelector('#expanded').dataset.extension, [...document.querySelectorAll('.banner.error')].map(b => b.textContent)]")
             check("the content extension's view opens", False, str(state))
@@ -751,7 +785,7 @@ def content_extension(page, args, env, data_dir, work):
         sandbox = frame_element.get_attribute("sandbox")
         check("the extension's view is in a sandboxed frame without allow-same-origin", sandbox is not None and "allow-same-origin" not in sandbox, str(sandbox))
         frame = frame_element.content_frame()
-        frame.wait_for_selector("h2", timeout=10000)
+        frame.wait_for_selector("h2", timeout=WAIT_MS)
         first = frame.text_content("h2")
         check("the content extension renders its first item", first == "Blue", str(first))
         check("the frame cannot reach the center's page or cookie",
@@ -763,13 +797,13 @@ def content_extension(page, args, env, data_dir, work):
         page.click('#expanded .action[data-action="switch"]')
         page.wait_for_function("() => { const f = document.querySelector('#expanded .extension-slot iframe'); return f && f.contentDocument === null; }")
         frame = page.wait_for_selector("#expanded .extension-slot iframe").content_frame()
-        frame.wait_for_function("() => document.querySelector('h2') && document.querySelector('h2').textContent === 'Orange'", timeout=10000)
+        frame.wait_for_function("() => document.querySelector('h2') && document.querySelector('h2').textContent === 'Orange'", timeout=WAIT_MS)
         check("switch re-renders with the other item and keeps the view", page.is_visible("#expanded") and frame.text_content("h2") == "Orange")
         mark = out.mark()
         page.click('#expanded .action[data-action="open"]')
         check("open forwards the action to the app", out.wait(r"response items action=open", start=mark), "\n".join(out.lines[-3:]))
         try:
-            page.wait_for_selector("#expanded", state="hidden", timeout=10000)
+            page.wait_for_selector("#expanded", state="hidden", timeout=WAIT_MS)
         except Exception:
             pass
         check("open closes the view", page.is_hidden("#expanded"))

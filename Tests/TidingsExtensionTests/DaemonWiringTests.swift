@@ -25,6 +25,8 @@ struct DaemonWiringTests {
         #expect(outcome.failure == nil)
         let stored = try #require(outcome.content.attachments.first)
         #expect(stored.path.hasPrefix(data + "/attachments/\(h.app.bundleIdentifier)/"))
+        // The one definition the web center's hub is given (`WebHub(attachmentsRoot:)`).
+        #expect(await daemon.engine.configuration.attachments.root.path == configuration.attachmentsDirectory)
         #expect(FileManager.default.fileExists(atPath: data + "/extensions/\(h.record.bundleIdentifier)/Caches"))
 
         // Content extensions: a host attached to the engine and among its presenters, with

@@ -29,7 +29,7 @@ import Glibc
         var limits = WebCenterLimits()
         change(&limits)
         let recorder = Recorder()
-        let hub = WebHub(dataDirectory: directory, logger: Logger(label: "test"))
+        let hub = WebHub(attachmentsRoot: directory + "/attachments", logger: Logger(label: "test"))
         let center = try WebCenter(configuration: WebCenterConfiguration(dataDirectory: directory, port: 0, limits: limits),
                                    hub: hub, admin: { recorder.admin($0) }, settings: { _ in nil })
         let task = Task { try await center.run() }

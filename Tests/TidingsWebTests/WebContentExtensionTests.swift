@@ -42,7 +42,7 @@ import TidingsEngine
                                AttachmentValue(identifier: "out", path: directory + "/outside.png", type: "public.png")]
         let host = ScriptedHost(notification: DeliveredNotificationValue(request: NotificationRequestValue(identifier: "n", content: content, trigger: nil), date: Date()))
         let center = try WebCenter(configuration: WebCenterConfiguration(dataDirectory: directory, port: 0),
-                                   hub: WebHub(dataDirectory: directory, logger: Logger(label: "test")),
+                                   hub: WebHub(attachmentsRoot: directory + "/attachments", logger: Logger(label: "test")),
                                    admin: { _ in .ok }, settings: { _ in nil }, contentExtensions: host)
         let task = Task { try await center.run() }
         defer { task.cancel() }

@@ -10,7 +10,7 @@ import TidingsEngine
     func hub(_ change: (inout WebHub.Limits) -> Void = { _ in }) -> WebHub {
         var limits = WebHub.Limits()
         change(&limits)
-        return WebHub(dataDirectory: "/nonexistent", limits: limits, logger: Logger(label: "test"))
+        return WebHub(attachmentsRoot: "/nonexistent", limits: limits, logger: Logger(label: "test"))
     }
 
     func presented(_ id: String) -> PresentedNotification {

@@ -50,13 +50,13 @@ public struct DesktopNotification: Sendable, Hashable {
     public init(_ presented: PresentedNotification, replacesID: UInt32, capabilities: Set<String>, alertStyle: AlertStyleValue, soundDirectory: String?) {
         let content = presented.notification.request.content
         let markup = capabilities.contains("body-markup")
-        func text(_ s: String) -> String { markup ? DesktopMarkup.escape(s) : s }
+        func text(_ s: String) -> String { markup ? MarkupText.escape(s) : s }
         appName = presented.appName
         self.replacesID = replacesID
         appIcon = ""
         summary = text(content.title.isEmpty ? presented.appName : content.title)
         var lines: [String] = []
-        if !content.subtitle.isEmpty { lines.append(markup ? "<b>\(DesktopMarkup.escape(content.subtitle))</b>" : content.subtitle) }
+        if !content.subtitle.isEmpty { lines.append(markup ? "<b>\(MarkupText.escape(content.subtitle))</b>" : content.subtitle) }
         if !content.body.isEmpty {
             lines.append(markup ? DesktopMarkup.sanitize(content.body, hyperlinks: capabilities.contains("body-hyperlinks")) : content.body)
         }
@@ -140,22 +140,6 @@ public struct DesktopNotification: Sendable, Hashable {
 /// plain, so everything is escaped except these tags, written exactly so; with
 /// `body-hyperlinks` an `<a href="…">` to http(s) passes too.
 public enum DesktopMarkup {
-    public static func escape(_ text: String) -> String {
-        var out = ""
-        out.reserveCapacity(text.utf8.count)
-        for c in text {
-            switch c {
-            case "&": out += "&amp;"
-            case "<": out += "&lt;"
-            case ">": out += "&gt;"
-            case "\"": out += "&quot;"
-            case "'": out += "&apos;"
-            default: out.append(c)
-            }
-        }
-        return out
-    }
-
     static let simpleTags: Set<String> = ["<b>", "</b>", "<i>", "</i>", "<u>", "</u>"]
 
     /// Escapes `text`, keeping the allowed tags (and, with `hyperlinks`, `<a href="http…">`
@@ -164,7 +148,7 @@ public enum DesktopMarkup {
         var out = ""
         var rest = Substring(text)
         while let open = rest.firstIndex(of: "<") {
-            out += escape(String(rest[..<open]))
+            out += MarkupText.escape(String(rest[..<open]))
             let tail = rest[open...]
             if let close = tail.firstIndex(of: ">") {
                 let tag = String(tail[...close])
@@ -177,7 +161,7 @@ public enum DesktopMarkup {
             out += "&lt;"
             rest = tail.dropFirst()
         }
-        out += escape(String(rest))
+        out += MarkupText.escape(String(rest))
         return out
     }
 
