@@ -159,7 +159,14 @@ struct CrashTests {
                     }
                 }
             }
-            try await Task.sleep(for: .milliseconds(700))
+            // Kill once this round has had pushes accepted and more are in flight (a count, not a
+            // fixed time: on a loaded machine a debug gateway may answer few in 700 ms).
+            let before = accepted.ids.count
+            let deadline = ContinuousClock.now + .seconds(60)
+            while accepted.ids.count < before + 8, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            try await Task.sleep(for: .milliseconds(Int.random(in: 0...200)))
             gateway.kill9()
             load.cancel()
             _ = await load.value
