@@ -203,6 +203,9 @@ final class FailoverRun: Sendable {
         let providers = nodes.map { node in
             Task {
                 var n = 0
+                // One token for the whole run, as a provider keeps it (a new one per request is
+                // refused: TooManyProviderTokenUpdates).
+                guard let bearer = try? signing.token(keyID: keyID, teamID: FailoverProcessTests.team) else { return }
                 while !Task.isCancelled {
                     guard let port = node.providerPort else {
                         try? await Task.sleep(for: .milliseconds(20))
@@ -218,7 +221,6 @@ final class FailoverRun: Sendable {
                         let id = UUID().uuidString.lowercased()
                         let text = "fo-push-\(node.name)-\(n)-end"
                         n += 1
-                        guard let bearer = try? signing.token(keyID: keyID, teamID: FailoverProcessTests.team) else { break }
                         let request = APNsRequest(deviceToken: token, headers: [("authorization", "bearer " + bearer), ("apns-topic", FailoverProcessTests.bundle),
                                                                                 ("apns-id", id)],
                                                   body: Array(#"{"aps":{"alert":"\#(text)"}}"#.utf8))
