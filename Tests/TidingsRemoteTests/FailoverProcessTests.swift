@@ -236,6 +236,7 @@ final class FailoverRun: Sendable {
             }
         }
 
+        let started = ContinuousClock.now
         var reconnectTimes: [Duration] = []
         var afterReconnectTimes: [Duration] = []
         for kill in 0..<kills {
@@ -275,6 +276,7 @@ final class FailoverRun: Sendable {
         }
         for provider in providers { provider.cancel() }
         for provider in providers { _ = await provider.value }
+        let elapsed = ContinuousClock.now - started
 
         // Every push acknowledged to a provider is delivered: in the daemon's delivered list.
         let all = run.accepted.withLock { $0 }
@@ -307,7 +309,7 @@ final class FailoverRun: Sendable {
             return String(format: "p50 %.0f ms, p90 %.0f ms, max %.0f ms", at(0.5), at(0.9), ms.last!)
         }
         print("""
-            \(label): \(kills) kill -9 of the device's node; acknowledged \(all.count), presented \(acknowledgedShown) \
+            \(label): \(kills) kill -9 of the device's node in \(elapsed.components.seconds) s; acknowledged \(all.count), presented \(acknowledgedShown) \
             (\(shown.count) distinct shown), duplicates \(twice.count), lost \(lost.count); \
             kill → reconnected: \(summary(reconnectTimes)); reconnected → first push through the survivor shown: \(summary(afterReconnectTimes))
             """)
