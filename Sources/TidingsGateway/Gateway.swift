@@ -154,7 +154,8 @@ public final class Gateway: Service, Sendable {
         let leases = core.hub.leases
         let hub = core.hub
         let directory = core.directory
-        leases?.coordination.startListening(wake: { hub.wake($0) }, registryChanged: { directory.forget($0) },
+        leases?.coordination.startListening(wake: { hub.wake($0) }, leaseTaken: { _ in leases?.renewSoon() },
+                                            registryChanged: { directory.forget($0) },
                                             reconnected: { directory.forgetAll(); hub.wakeAll() })
         let renewal = leases.map { leases in
             group.next().scheduleRepeatedTask(initialDelay: configuration.leaseRenewInterval, delay: configuration.leaseRenewInterval) { _ in

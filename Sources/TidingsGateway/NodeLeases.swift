@@ -68,23 +68,41 @@ final class NodeLeases: Sendable {
         for s in moved { s.wake() }
     }
 
+    /// Whether a renewal asked for by `renewSoon` is queued and has not started.
+    private let renewalQueued = Atomic<Bool>(false)
+
+    /// Another node took a lease of this node (`gw_lease_<node>`): renews now, which closes
+    /// the connections whose lease is gone. Checking the store rather than trusting the
+    /// notification: the device may have come back here since. Calls made while one waits
+    /// are one renewal.
+    func renewSoon() {
+        guard renewalQueued.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else { return }
+        queue.async { [self] in
+            renewalQueued.store(false, ordering: .releasing)
+            renewHere()
+        }
+    }
+
     /// Renews this node's leases, disconnects the devices whose lease another node took, and
     /// takes the leases that could not be taken before. Blocking (the renewal timer's thread).
     func renew() {
-        queue.sync {
-            take(pending.withLock { Array($0.values) })
-            let sessions = leased.withLock { Array($0.values) }
-            guard !sessions.isEmpty else { return }
-            do {
-                let lost = Set(try coordination.renewLeases(deviceIDs: sessions.map(\.deviceID), until: until))
-                for s in sessions where lost.contains(s.deviceID) {
-                    logger.info("device lease taken by another node; disconnecting", metadata: ["device": "\(s.deviceID.prefix(8))"])
-                    leased.withLock { _ = $0.removeValue(forKey: ObjectIdentifier(s)) }
-                    s.channel.close(promise: nil)
-                }
-            } catch {
-                logger.warning("cannot renew device leases", metadata: ["error": "\(error)"])
+        queue.sync { renewHere() }
+    }
+
+    /// On `queue`.
+    private func renewHere() {
+        take(pending.withLock { Array($0.values) })
+        let sessions = leased.withLock { Array($0.values) }
+        guard !sessions.isEmpty else { return }
+        do {
+            let lost = Set(try coordination.renewLeases(deviceIDs: sessions.map(\.deviceID), until: until))
+            for s in sessions where lost.contains(s.deviceID) {
+                logger.info("device lease taken by another node; disconnecting", metadata: ["device": "\(s.deviceID.prefix(8))"])
+                leased.withLock { _ = $0.removeValue(forKey: ObjectIdentifier(s)) }
+                s.channel.close(promise: nil)
             }
+        } catch {
+            logger.warning("cannot renew device leases", metadata: ["error": "\(error)"])
         }
     }
 }

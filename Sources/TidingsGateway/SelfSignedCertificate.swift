@@ -30,15 +30,18 @@ public enum SelfSignedCertificate {
         return Files(certificatePath: cert, privateKeyPath: key, created: true)
     }
 
-    /// A new certificate and key as PEM strings.
-    public static func make(now: Date = Date(), commonName: String = "Tidings gateway (self-signed)") throws -> (certificate: String, privateKey: String) {
+    /// A new certificate and key as PEM strings. Without `commonName`, the name carries the
+    /// first bytes of the serial number: every gateway's certificate has a name of its own, so
+    /// a device that trusts several (one per gateway node, `--gateway-cert` repeated) finds the
+    /// right one by name (trust stores look a self-signed certificate's issuer up by name).
+    public static func make(now: Date = Date(), commonName: String? = nil) throws -> (certificate: String, privateKey: String) {
         let privateKey = P256.Signing.PrivateKey()
-        let name = try DistinguishedName {
-            OrganizationName("Tidings")
-            CommonName(commonName)
-        }
         var serial = [UInt8]((0..<16).map { _ in UInt8.random(in: 0...255) })
         serial[0] &= 0x7f
+        let name = try DistinguishedName {
+            OrganizationName("Tidings")
+            CommonName(commonName ?? "Tidings gateway (self-signed) " + serial.prefix(6).map { String(format: "%02x", $0) }.joined())
+        }
         let certificate = try Certificate(
             version: .v3,
             serialNumber: Certificate.SerialNumber(bytes: serial),

@@ -12,9 +12,15 @@ extension PostgresGatewayStore: GatewayCoordination {
 
     public func takeLeases(deviceIDs: [String], until: EpochMilliseconds) throws(GatewayStoreError) {
         guard !deviceIDs.isEmpty else { return }
+        // The node that held a lease hears it was taken (`gw_lease_<node>`, at the commit) and
+        // closes its connection to the device at once, not only at its next renewal.
         _ = try execute("""
-            INSERT INTO gw_leases (device_id, node, expires_at) SELECT d, \(nodeID), \(until) FROM unnest(\(deviceIDs)) AS d
-            ON CONFLICT (device_id) DO UPDATE SET node = excluded.node, expires_at = excluded.expires_at
+            WITH previous AS (SELECT device_id, node FROM gw_leases WHERE device_id = ANY(\(deviceIDs)) AND node <> \(nodeID)),
+            taken AS (
+                INSERT INTO gw_leases (device_id, node, expires_at) SELECT d, \(nodeID), \(until) FROM unnest(\(deviceIDs)) AS d
+                ON CONFLICT (device_id) DO UPDATE SET node = excluded.node, expires_at = excluded.expires_at
+                RETURNING device_id)
+            SELECT pg_notify('gw_lease_' || node, device_id) FROM previous
             """)
     }
 
@@ -43,9 +49,9 @@ extension PostgresGatewayStore: GatewayCoordination {
         try execute("DELETE FROM gw_leases WHERE expires_at < \(now)").metadata.rows ?? 0
     }
 
-    public func startListening(wake: @escaping @Sendable ([String]) -> Void, registryChanged: @escaping @Sendable (GatewayRegistryChange) -> Void,
-                               reconnected: @escaping @Sendable () -> Void) {
-        let listener = WakeListener(store: self, wake: wake, registryChanged: registryChanged, reconnected: reconnected)
+    public func startListening(wake: @escaping @Sendable ([String]) -> Void, leaseTaken: @escaping @Sendable ([String]) -> Void,
+                               registryChanged: @escaping @Sendable (GatewayRegistryChange) -> Void, reconnected: @escaping @Sendable () -> Void) {
+        let listener = WakeListener(store: self, wake: wake, leaseTaken: leaseTaken, registryChanged: registryChanged, reconnected: reconnected)
         let old = wakeListener.withLock { l in defer { l = listener }; return l }
         old?.stop()
         listener.start()
@@ -73,6 +79,7 @@ extension PostgresGatewayStore: GatewayCoordination {
 final class WakeListener: Sendable {
     private let store: PostgresGatewayStore
     private let wake: @Sendable ([String]) -> Void
+    private let leaseTaken: @Sendable ([String]) -> Void
     private let registryChanged: @Sendable (GatewayRegistryChange) -> Void
     private let reconnected: @Sendable () -> Void
     private struct State {
@@ -82,10 +89,11 @@ final class WakeListener: Sendable {
     private let state = Mutex(State())
     private let stoppedSignal = DispatchSemaphore(value: 0)
 
-    init(store: PostgresGatewayStore, wake: @escaping @Sendable ([String]) -> Void,
+    init(store: PostgresGatewayStore, wake: @escaping @Sendable ([String]) -> Void, leaseTaken: @escaping @Sendable ([String]) -> Void,
          registryChanged: @escaping @Sendable (GatewayRegistryChange) -> Void, reconnected: @escaping @Sendable () -> Void) {
         self.store = store
         self.wake = wake
+        self.leaseTaken = leaseTaken
         self.registryChanged = registryChanged
         self.reconnected = reconnected
     }
@@ -126,11 +134,16 @@ final class WakeListener: Sendable {
                 connection.addListener(channel: "gw_wake_\(store.nodeID)") { _, notification in
                     wake([notification.payload])
                 }
+                let leaseTaken = self.leaseTaken
+                connection.addListener(channel: "gw_lease_\(store.nodeID)") { _, notification in
+                    leaseTaken([notification.payload])
+                }
                 let registryChanged = self.registryChanged
                 connection.addListener(channel: PostgresGatewayStore.registryChannel) { _, notification in
                     if let change = GatewayRegistryChange(notification: notification.payload) { registryChanged(change) }
                 }
                 _ = try connection.query(PostgresQuery(unsafeSQL: "LISTEN gw_wake_\(store.nodeID)"), logger: store.logger).wait()
+                _ = try connection.query(PostgresQuery(unsafeSQL: "LISTEN gw_lease_\(store.nodeID)"), logger: store.logger).wait()
                 _ = try connection.query(PostgresQuery(unsafeSQL: "LISTEN \(PostgresGatewayStore.registryChannel)"), logger: store.logger).wait()
                 // Listening: whatever was committed while not listening is caught up from the log.
                 if !first { reconnected() }

@@ -118,11 +118,11 @@ struct Daemon: AsyncParsableCommand {
 
     @OptionGroup var options: DaemonOptions
 
-    @Option(help: "The push gateway's device channel (HOST:PORT) to receive remote notifications from.")
+    @Option(help: "The push gateway's device channel (HOST:PORT) to receive remote notifications from; several gateway nodes: HOST:PORT,HOST:PORT,… (tried in turn when one fails).")
     var gateway: String?
 
-    @Option(name: .customLong("gateway-cert"), help: "The gateway's certificate (PEM) to trust, e.g. <gateway data dir>/tls/gateway-cert.pem. Default: the system's roots.")
-    var gatewayCert: String?
+    @Option(name: .customLong("gateway-cert"), help: "A certificate (PEM) to trust for the gateway, e.g. <gateway data dir>/tls/gateway-cert.pem; repeatable (one per node with self-signed certificates). Default: the system's roots.")
+    var gatewayCert: [String] = []
 
     @Option(name: .customLong("aps-environment"), help: "The environment apps get device tokens for: development or production.")
     var apsEnvironment: String = "development"
@@ -131,8 +131,8 @@ struct Daemon: AsyncParsableCommand {
         let logger = options.makeLogger("tidings.daemon")
         var configuration = try options.configuration(logger: logger)
         if let gateway {
-            guard var link = GatewayLinkConfiguration(address: gateway, trustRootPaths: gatewayCert.map { [$0] } ?? []) else {
-                throw ValidationError("--gateway takes HOST:PORT, like 127.0.0.1:2196")
+            guard var link = GatewayLinkConfiguration(address: gateway, trustRootPaths: gatewayCert) else {
+                throw ValidationError("--gateway takes HOST:PORT, like 127.0.0.1:2196, or several separated by commas")
             }
             guard let environment = APNsEnvironment(name: apsEnvironment) else { throw ValidationError("--aps-environment is development or production") }
             link.environment = environment

@@ -189,6 +189,41 @@ struct GatewayNodesTests {
         await nodeB.stop()
     }
 
+    /// A node that loses a device's lease stops sending to it at once, not at its next
+    /// renewal: the node that took the lease notifies it (`gw_lease_<node>`), it checks its
+    /// leases and closes its connection to the device. Renewal is an hour here, so only the
+    /// notification can close it; a push accepted by the old node afterwards reaches the
+    /// device on the new node only.
+    @Test func aNodeThatLosesALeaseStopsSendingAtOnce() async throws {
+        guard let cluster = try PostgresCluster.shared() else { return }
+        let url = try cluster.createDatabase(prefix: "leaselost")
+        let slow: (inout GatewayConfiguration) -> Void = { $0.leaseRenewInterval = .hours(1) }
+        let nodeA = try await GatewayHarness.start(store: .postgres(url: url), configure: slow)
+        let nodeB = try await GatewayHarness.start(store: .postgres(url: url), teamKey: nodeA.teamKey, registerKey: false, configure: slow)
+        let key = P256.Signing.PrivateKey()
+        let first = try await nodeA.device(key: key)
+        let token = try await first.requestToken(topic: GatewayHarness.bundleID, environment: .development)
+        let stale = await PushCollector.start(first)
+        let viaA = try await nodeA.connect()
+        let auth = try nodeA.bearer()
+        let before = try await viaA.send(nodeA.request(token: token.hex, authorization: auth))
+        #expect(before.status == 200)
+        #expect(await stale.wait(for: 1).map(\.apnsID) == [before.apnsID])
+        // The same device on node B (its connection to A still open, as a half-open one would be).
+        let second = try await nodeB.device(key: key)
+        let moved = await PushCollector.start(second)
+        _ = await stale.wait(for: 1_000, timeout: .seconds(10))
+        #expect(await stale.finished, "node A closed its connection to the device when node B took the lease")
+        let after = try await viaA.send(nodeA.request(token: token.hex, authorization: auth))
+        #expect(after.status == 200)
+        #expect(await moved.wait(for: 1).map(\.apnsID) == [after.apnsID], "the push accepted by node A reaches the device on node B")
+        #expect(await stale.pushes.map(\.apnsID) == [before.apnsID])
+        await viaA.close()
+        await second.close()
+        await nodeA.stop()
+        await nodeB.stop()
+    }
+
     /// The registry is shared and every node's cache follows it: an app removed from a device
     /// through node A makes node B, which had the token cached, answer `410 Unregistered`.
     @Test func aTokenUnregisteredOnOneNodeIsRefusedOnTheOther() async throws {

@@ -201,6 +201,9 @@ struct RemoteProcessTests {
         let bad = try runTidings(["daemon", "--data-dir", dir, "--consent", "deny", "--gateway", "no-port-here"])
         #expect(bad.status != 0)
         #expect(bad.output.contains("--gateway takes HOST:PORT"), "\(bad.output)")
+        let badList = try runTidings(["daemon", "--data-dir", dir, "--consent", "deny", "--gateway", "127.0.0.1:2196,"])
+        #expect(badList.status != 0)
+        #expect(badList.output.contains("or several separated by commas"), "\(badList.output)")
         #expect(GatewayLinkConfiguration(address: "[::1]:2196", trustRootPaths: [])?.host == "::1")
         #expect(GatewayLinkConfiguration(address: "127.0.0.1:99999", trustRootPaths: []) == nil)
     }

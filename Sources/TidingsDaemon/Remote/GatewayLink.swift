@@ -10,15 +10,31 @@ import TidingsStorage
 
 /// Where the daemon's push gateway is (its device channel) and how to trust it.
 public struct GatewayLinkConfiguration: Sendable {
-    public var host: String
-    public var port: Int
-    /// PEM certificates to trust; `tidings serve` passes the gateway's self-signed one.
+    /// The gateway's device-channel addresses: one, or one per gateway node when several
+    /// share a database (docs/scaling.md, "Failover"). The link connects to the first and, when
+    /// a connection ends or cannot be made, moves to the next (`GatewayFailover`).
+    public var addresses: [GatewayAddress]
+    /// The first address's host and port.
+    public var host: String {
+        get { addresses[0].host }
+        set { addresses[0].host = newValue }
+    }
+    public var port: Int {
+        get { addresses[0].port }
+        set { addresses[0].port = newValue }
+    }
+    /// PEM certificates to trust, for every address (each checked against its own host);
+    /// `tidings serve` passes the gateway's self-signed one.
     public var trustRootPaths: [String]
     /// The environment the daemon's apps get tokens for (`aps-environment`).
     public var environment: APNsEnvironment = .development
-    /// Reconnection backoff: doubled after each failed attempt, up to the maximum.
+    /// Reconnection backoff: doubled after each attempt, up to the maximum; back to the initial
+    /// one once a gateway welcomed the device.
     public var initialBackoff: Duration = .milliseconds(100)
     public var maximumBackoff: Duration = .seconds(30)
+    /// The clock the reconnection backoff sleeps on: the system's (the network's time, not the
+    /// engine's clock); tests inject one.
+    public var reconnectClock: any WallClock = SystemWallClock()
     /// Delivery events the gateway answered with an error (not recorded, `TooManyRequests`)
     /// are sent again this long after, on the same connection (docs/device-protocol.md).
     public var eventRetryInterval: Duration = .seconds(5)
@@ -27,18 +43,20 @@ public struct GatewayLinkConfiguration: Sendable {
     public var maximumHandOff: Int = 1024
 
     public init(host: String, port: Int, trustRootPaths: [String]) {
-        self.host = host
-        self.port = port
+        self.init(addresses: [GatewayAddress(host: host, port: port)], trustRootPaths: trustRootPaths)
+    }
+
+    /// Several addresses (at least one), tried in this order.
+    public init(addresses: [GatewayAddress], trustRootPaths: [String]) {
+        precondition(!addresses.isEmpty, "a gateway link needs an address")
+        self.addresses = addresses
         self.trustRootPaths = trustRootPaths
     }
 
-    /// `HOST:PORT` (`[::1]:2196` for IPv6).
+    /// `HOST:PORT` (`[::1]:2196` for IPv6), or several separated by commas (`a:2196,b:2196`).
     public init?(address: String, trustRootPaths: [String]) {
-        guard let colon = address.lastIndex(of: ":"), let port = Int(address[address.index(after: colon)...]), (0...65535).contains(port) else { return nil }
-        var host = String(address[..<colon])
-        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-        guard !host.isEmpty else { return nil }
-        self.init(host: host, port: port, trustRootPaths: trustRootPaths)
+        guard let addresses = GatewayAddress.list(address) else { return nil }
+        self.init(addresses: addresses, trustRootPaths: trustRootPaths)
     }
 }
 
@@ -116,38 +134,43 @@ public actor GatewayLink: RemoteNotificationLink {
         }
     }
 
+    /// Connects to one address after another (`GatewayFailover`): the gateway node it reaches
+    /// takes over the device's lease and sends what was not acknowledged.
     private func connectLoop() async {
-        var backoff = configuration.initialBackoff
-        let deviceConfiguration = DeviceClientConfiguration(host: configuration.host, port: configuration.port, deviceKey: deviceKey,
-                                                            trustRootPaths: configuration.trustRootPaths)
+        var failover = GatewayFailover(addresses: configuration.addresses, initialBackoff: configuration.initialBackoff,
+                                       maximumBackoff: configuration.maximumBackoff)
         while !Task.isCancelled {
             phase = .connecting
+            let address = failover.current
+            let deviceConfiguration = DeviceClientConfiguration(host: address.host, port: address.port, deviceKey: deviceKey,
+                                                                trustRootPaths: configuration.trustRootPaths)
             do {
                 let connection = try await DeviceConnection.connect(deviceConfiguration, logger: logger)
-                backoff = configuration.initialBackoff
-                await connected(connection)
+                failover.connected()
+                await connected(connection, to: address)
                 await withTaskCancellationHandler {
                     await consume(connection)
                 } onCancel: {
                     Task { await connection.close() }
                 }
-                lastError = "the connection to the gateway at \(configuration.host):\(configuration.port) closed"
+                lastError = "the connection to the gateway at \(address) closed"
             } catch {
-                lastError = "cannot reach the push gateway at \(configuration.host):\(configuration.port): \(error)"
-                logger.debug("gateway connection failed", metadata: ["error": "\(error)"])
+                lastError = "cannot reach the push gateway at \(address): \(error)"
+                logger.debug("gateway connection failed", metadata: ["gateway": "\(address)", "error": "\(error)"])
             }
             phase = .idle
             for waiter in connectWaiters { waiter.resume(returning: nil) }
             connectWaiters.removeAll()
             if Task.isCancelled { break }
-            // Real time: the network's, not a clock under test.
-            try? await Task.sleep(for: backoff)
-            backoff = min(backoff * 2, configuration.maximumBackoff)
+            let delay = failover.failed()
+            let clock = configuration.reconnectClock
+            try? await clock.sleep(until: clock.now.addingTimeInterval(Double(delay.saturatingCount(perSecond: 1_000_000)) / 1e6))
         }
     }
 
-    private func connected(_ connection: DeviceConnection) async {
-        logger.info("connected to the push gateway", metadata: ["device": "\(connection.deviceID)"])
+    private func connected(_ connection: DeviceConnection, to address: GatewayAddress) async {
+        logger.info("connected to the push gateway", metadata: ["device": "\(connection.deviceID)", "gateway": "\(address)"])
+        connectedAddress = address
         // Removals first: a reinstalled app's new registration must come after them.
         for bundle in (try? await inbox.removals()) ?? [] {
             do {
@@ -392,6 +415,9 @@ public actor GatewayLink: RemoteNotificationLink {
     var inboxCount: Int {
         get async { (try? await inbox.count()) ?? -1 }
     }
+
+    /// The gateway address of the current connection, or of the last one.
+    public private(set) var connectedAddress: GatewayAddress?
 
     /// Whether the link is connected now.
     public var isConnected: Bool {

@@ -14,12 +14,13 @@ public protocol GatewayCoordination: Sendable {
     /// Gives up this node's leases (the devices disconnected).
     func releaseLeases(deviceIDs: [String]) throws(GatewayStoreError)
     /// Calls `wake` with the devices another node committed pushes for while this node holds
-    /// their lease, `registryChanged` when any node changed a key, an app or a token (drop it
+    /// their lease, `leaseTaken` with devices whose lease another node took from this one (the
+    /// device connected there: stop sending to it), `registryChanged` when any node changed a key, an app or a token (drop it
     /// from caches), and `reconnected` each time the channel was re-established (notifications
     /// may have been lost meanwhile: catch up every device, drop every cached entry). Until
     /// `stopListening()`.
-    func startListening(wake: @escaping @Sendable ([String]) -> Void, registryChanged: @escaping @Sendable (GatewayRegistryChange) -> Void,
-                        reconnected: @escaping @Sendable () -> Void)
+    func startListening(wake: @escaping @Sendable ([String]) -> Void, leaseTaken: @escaping @Sendable ([String]) -> Void,
+                        registryChanged: @escaping @Sendable (GatewayRegistryChange) -> Void, reconnected: @escaping @Sendable () -> Void)
     func stopListening()
     /// Runs `body` if no other node runs maintenance now (nil otherwise).
     func exclusively<T>(_ body: () throws -> T) throws(GatewayStoreError) -> T?
