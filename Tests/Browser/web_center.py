@@ -446,7 +446,7 @@ def desktop_reply(browser, context, port, key, post, app_out):
             text = "no message: %s" % error
         check("a hostile #reply= (%s) only says not found" % name,
               text.startswith("Not found") and bad.is_hidden("#expanded")
-              and bad.evaluate("window.pwned === undefined && !document.querySelector('.banner.error *, #expanded img')"), text)
+              and bad.evaluate("window.pwned === undefined && !document.querySelector('img[src=x], .banner.error *, #expanded .media *')"), text)
         bad.close()
 
     # Without the cookie: how to get in, and no key anywhere.
