@@ -143,7 +143,7 @@ struct Daemon: AsyncParsableCommand {
         say("tidings: daemon socket \(daemon.socketPath) (consent: \(configuration.consent.rawValue))" + (gateway.map { "; gateway \($0)" } ?? ""))
         let center = try hub.map { try options.web.center(hub: $0, daemon: daemon, logger: logger) }
         let group = ServiceGroup(services: [daemon] + (center.map { [$0] } ?? []), gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
-        if let center { Task { await WebOptions.announce(center) } }
+        if let center { Task { await WebOptions.announce(center, desktop: daemon.desktopPresenter) } }
         try await group.run()
     }
 }

@@ -47,9 +47,11 @@ struct WebOptions: ParsableArguments {
                              contentExtensions: daemon.contentExtensionHost.map { DaemonContentExtensions(host: $0) })
     }
 
-    /// Prints the address (with the key, once) when the center listens.
-    static func announce(_ center: WebCenter) async {
+    /// Prints the address (with the key, once) when the center listens, and tells the desktop
+    /// presenter where the center's reply field is (its address without the key; docs/desktop.md).
+    static func announce(_ center: WebCenter, desktop: DesktopPresenter?) async {
         let url = await center.url()
+        desktop?.setWebCenter(await center.baseURL())
         say("tidings: web center \(url.absoluteString)")
     }
 }
@@ -60,7 +62,7 @@ func runDaemon(_ daemon: NotificationDaemon, web center: WebCenter?) async throw
         group.addTask { try await daemon.run() }
         if let center {
             group.addTask { try await center.run() }
-            group.addTask { await WebOptions.announce(center) }
+            group.addTask { await WebOptions.announce(center, desktop: daemon.desktopPresenter) }
         }
     }
 }

@@ -365,6 +365,8 @@ def main():
             page.click("#confirm .allow")
             check("a confirmed action reaches the app", app_out.wait(r"^response chat-1 action=archive$", start=mark))
 
+            desktop_reply(browser, context, port, key, post, app_out)
+
             # Clearing a notification of a customDismissAction category tells the app.
             post({"id": "bye", "title": "Dismiss me", "category": "message"})
             page.wait_for_selector('#groups .card[data-id="bye"]')
@@ -441,6 +443,66 @@ def main():
         passed = sum(1 for _, ok in results if ok)
         print("%d passed, %d failed" % (passed, len(results) - passed), flush=True)
     sys.exit(0 if all(ok for _, ok in results) else 1)
+
+
+def desktop_reply(browser, context, port, key, post, app_out):
+    """The desktop's way to a reply field (docs/desktop.md): on a notification server without
+    `inline-reply`, the desktop presenter opens `<center>#reply=<app>/<notification>/<action>`
+    (each part percent-encoded, no key in it). With the cookie the page expands that
+    notification with its reply field focused; the parts are data; without the cookie the
+    page says how to get in."""
+    base = "http://127.0.0.1:%d/" % port
+    quote = lambda part: urllib.parse.quote(part, safe="")
+    ident = 'desk/1 "<b>ü'
+    post({"id": ident, "title": "From the desktop", "body": "Answer me", "category": "message"})
+    page = context.new_page()
+    page.goto(base + "#reply=" + "/".join(quote(p) for p in (APP, ident, "reply")))
+    try:
+        page.wait_for_selector("#expanded:not([hidden]) .reply:not([hidden])", timeout=10000)
+    except Exception as error:
+        check("#reply= opens that notification's reply field", False, str(error))
+        page.close()
+        return
+    check("#reply= expands that notification", page.get_attribute("#expanded", "data-id") == ident, str(page.get_attribute("#expanded", "data-id")))
+    check("#reply= focuses its reply field", page.evaluate("document.activeElement === document.querySelector('#expanded .reply-text')"))
+    check("#reply= leaves the address bar", "#" not in page.url, page.url)
+    mark = app_out.mark()
+    page.keyboard.type("typed after the desktop's click")
+    page.keyboard.press("Enter")
+    check("the reply typed into the focused field reaches the app's delegate",
+          app_out.wait(r"^response %s action=reply text=typed after the desktop's click$" % re.escape(ident), start=mark), "\n".join(app_out.lines[-3:]))
+    page.close()
+
+    # Hostile hashes: markup, `..`, bad percent-encoding, extra parts, an action that is no reply field.
+    post({"id": "desk-2", "title": "Still here", "category": "message"})
+    hostile = [("markup", quote('"><img src=x onerror="window.pwned=3">') + "/desk-2/reply"),
+               ("markup in the action", quote(APP) + "/desk-2/" + quote("<img src=x onerror=window.pwned=4>")),
+               ("dot-dot", "..%2F..%2Fapi%2Fstate/../reply"),
+               ("dot-dot parts", quote(APP) + "/../reply"),
+               ("bad percent-encoding", quote(APP) + "/desk-2/%E0%A4%A"),
+               ("four parts", quote(APP) + "/desk-2/reply/x"),
+               ("not a text-input action", quote(APP) + "/desk-2/like"),
+               ("no such notification", quote(APP) + "/nothing/reply")]
+    for name, fragment in hostile:
+        bad = context.new_page()
+        bad.goto(base + "#reply=" + fragment)
+        try:
+            bad.wait_for_selector("#banners .banner.error", timeout=10000)
+            text = bad.text_content("#banners .banner.error")
+        except Exception as error:
+            text = "no message: %s" % error
+        check("a hostile #reply= (%s) only says not found" % name,
+              text.startswith("Not found") and bad.is_hidden("#expanded")
+              and bad.evaluate("window.pwned === undefined && !document.querySelector('img[src=x], .banner.error *, #expanded .media *')"), text)
+        bad.close()
+
+    # Without the cookie: how to get in, and no key anywhere.
+    fresh = browser.new_context()
+    anonymous = fresh.new_page()
+    anonymous.goto(base + "#reply=" + "/".join(quote(p) for p in (APP, "desk-2", "reply")))
+    text = anonymous.text_content("body") or ""
+    check("#reply= without the cookie says how to get in (tidings open)", "tidings open" in text and key not in anonymous.content(), text)
+    fresh.close()
 
 
 def grouping(page, args, env, data_dir, port, session, app, app_out, post):

@@ -46,7 +46,8 @@ struct DesktopPresenterTests {
 
     static let bundle = "com.example.desktop"
 
-    static func start(stateFile: String? = nil, capabilities: String? = nil) async throws -> Setup? {
+    static func start(stateFile: String? = nil, capabilities: String? = nil,
+                      configure: (inout DesktopPresenterConfiguration, URL) throws -> Void = { _, _ in }) async throws -> Setup? {
         guard let bus = try await PrivateBus.start() else { return nil }
         let started = if let capabilities { try await NotificationMock.start(on: bus, capabilities: capabilities) } else { try await NotificationMock.start(on: bus) }
         guard let mock = started else {
@@ -55,7 +56,9 @@ struct DesktopPresenterTests {
         }
         var logger = Logger(label: "test.desktop")
         logger.logLevel = .warning
-        let presenter = DesktopPresenter(configuration: DesktopPresenterConfiguration(environment: bus.environment, stateFile: stateFile), logger: logger)
+        var configuration = DesktopPresenterConfiguration(environment: bus.environment, stateFile: stateFile)
+        try configure(&configuration, bus.directory)
+        let presenter = DesktopPresenter(configuration: configuration, logger: logger)
         let system = try await NotificationTestSystem.start(presenters: [presenter])
         presenter.attach(system.engine)
         let runner = Task { await presenter.run() }
@@ -223,6 +226,98 @@ struct DesktopPresenterTests {
         #expect(await eventually { !setup.system.launcher.activationTokens.isEmpty })
         #expect(setup.system.launcher.launches.map(\.bundleIdentifier) == [bundle])
         #expect(setup.system.launcher.activationTokens == ["token-of-t"])
+        await setup.stop()
+    }
+
+    /// An opener that records its argument and `XDG_ACTIVATION_TOKEN` (one line each) and its
+    /// process id, then runs on for `hold` seconds (0: exits).
+    static func recordingOpener(in directory: URL, hold: Int = 0) throws -> (path: String, log: String) {
+        let path = directory.appendingPathComponent("opener").path
+        let log = directory.appendingPathComponent("opener.log").path
+        try """
+            #!/bin/sh
+            printf '%s\\n%s\\n' "$1" "${XDG_ACTIVATION_TOKEN-none}" >> '\(log)'
+            \(hold > 0 ? "exec /bin/sleep \(hold)" : "")
+            """.write(toFile: path, atomically: true, encoding: .utf8)
+        chmod(path, 0o755)
+        return (path, log)
+    }
+
+    @Test("no inline-reply, a web center: the text-input action is an action of its own title; invoking it opens the center's reply field (no key, parts percent-encoded) with the activation token; without a center the old label, nothing opened")
+    func webCenterReply() async throws {
+        var opener = ("", "")
+        guard let setup = try await Self.start(capabilities: "body actions", configure: { configuration, directory in
+            opener = try Self.recordingOpener(in: directory)
+            configuration.opener = opener.0
+            configuration.environment["XDG_ACTIVATION_TOKEN"] = "the-daemon's-own"
+        }) else { return }
+        let log = opener.1
+        @Sendable func logged() -> [String] { ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").split(separator: "\n", omittingEmptySubsequences: false).dropLast().map(String.init) }
+        // The address as the web center gives it, key and all: the presenter keeps none of it but the page's place.
+        setup.presenter.setWebCenter(URL(string: "http://127.0.0.1:8731/?key=0123abcd#x")!)
+        let identifier = "a/b \"<c>\" ü&#reply=x"
+        try await Self.add(setup.center, identifier, title: "answer on the web")
+        let args = try #require(try await setup.mock.notify(1))
+        #expect(args[5] == .strings(["default", "Open", "reply", "Reply", "ok", "OK"]), "the action with its own title, no inline reply")
+        #expect(args.notifyHints["x-kde-reply-placeholder-text"] == nil)
+        let id = try #require(setup.presenter.serverID(bundle: Self.bundle, identifier: identifier))
+        try await setup.mock.emit("ActivationToken", "us", [.uint32(id), .string("token-1")])
+        try await setup.mock.emit("ActionInvoked", "us", [.uint32(id), .string("reply")])
+        #expect(await eventually { logged().count == 2 }, "\(logged())")
+        #expect(logged() == ["http://127.0.0.1:8731/#reply=com.example.desktop/a%2Fb%20%22%3Cc%3E%22%20%C3%BC%26%23reply%3Dx/reply", "token-1"])
+        #expect(!logged().joined().contains("0123abcd"), "the key is never in what the presenter opens")
+        #expect(await eventually { setup.presenter.openersRunning == 0 })
+        // No token from the server: the daemon's own is not passed on.
+        try await setup.mock.emit("ActionInvoked", "us", [.uint32(id), .string("reply")])
+        #expect(await eventually { logged().count == 4 }, "\(logged())")
+        #expect(logged().last == "none")
+        #expect(setup.delegate.responses.withLock { $0 }.isEmpty, "opening the field is no response yet")
+        #expect(await setup.center.deliveredNotifications().count == 1)
+
+        // No web center: the action says where to answer and opens nothing.
+        setup.presenter.setWebCenter(nil)
+        try await Self.add(setup.center, "plain", title: "no center")
+        let plain = try #require(try await setup.mock.notify(2))
+        #expect(plain[5] == .strings(["default", "Open", "reply", "Reply (reply with tidings notifications respond)", "ok", "OK"]))
+        let plainID = try #require(setup.presenter.serverID(bundle: Self.bundle, identifier: "plain"))
+        try await setup.mock.emit("ActionInvoked", "us", [.uint32(plainID), .string("reply")])
+        try await setup.mock.emit("ActionInvoked", "us", [.uint32(plainID), .string("ok")])
+        #expect(await setup.delegate.has("plain ok"))
+        #expect(logged().count == 4, "nothing opened without a web center")
+        await setup.stop()
+    }
+
+    @Test("openers: at most maximumOpeners at once (one more is dropped); one still running after openerTimeout is stopped and frees its place")
+    func openerLimits() async throws {
+        var opener = ("", "")
+        guard let setup = try await Self.start(capabilities: "body actions", configure: { configuration, directory in
+            opener = try Self.recordingOpener(in: directory, hold: 30)
+            configuration.opener = opener.0
+            configuration.maximumOpeners = 1
+            configuration.openerTimeout = .milliseconds(300)
+        }) else { return }
+        let log = opener.1
+        @Sendable func opened() -> Int { ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").split(separator: "\n").count / 2 }
+        setup.presenter.setWebCenter(URL(string: "http://127.0.0.1:8731/")!)
+        try await Self.add(setup.center, "o", title: "open me")
+        _ = try #require(try await setup.mock.notify(1))
+        let id = try #require(setup.presenter.serverID(bundle: Self.bundle, identifier: "o"))
+        try await setup.mock.emit("ActionInvoked", "us", [.uint32(id), .string("reply")])
+        try await setup.mock.emit("ActionInvoked", "us", [.uint32(id), .string("reply")])
+        #expect(await eventually { opened() == 1 })
+        #expect(setup.presenter.openersRunning == 1, "at the limit: one opener runs")
+        // The second was past the limit: after a later signal is handled, still one opened.
+        try await setup.mock.emit("ActionInvoked", "us", [.uint32(id), .string("default")])
+        #expect(await setup.delegate.has("o com.apple.UNNotificationDefaultActionIdentifier"))
+        #expect(opened() == 1, "one past the limit: not opened")
+        // The hanging opener is stopped after its timeout; the place is free again.
+        #expect(await eventually(within: 10) { setup.presenter.openersRunning == 0 })
+        try await Self.add(setup.center, "o2", title: "open me too")
+        _ = try #require(try await setup.mock.notify(2))
+        let id2 = try #require(setup.presenter.serverID(bundle: Self.bundle, identifier: "o2"))
+        try await setup.mock.emit("ActionInvoked", "us", [.uint32(id2), .string("reply")])
+        #expect(await eventually { opened() == 2 })
+        #expect(await eventually(within: 10) { setup.presenter.openersRunning == 0 })
         await setup.stop()
     }
 

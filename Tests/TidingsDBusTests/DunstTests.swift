@@ -92,4 +92,47 @@ struct DunstTests {
         #expect(await app.waitForOutput("response saySomething action=action.input text=hello from the desktop"), "\(app.output)\n\(daemon.output)")
         await mock.stop()
     }
+
+    @Test("processes: a server without inline-reply and the daemon's web center: the sample app's text-input action opens the center's reply field with xdg-open (from PATH), the URL without the key, the activation token passed")
+    func sampleAppWebCenterReply() async throws {
+        guard let bus = try await PrivateBus.start() else { return }
+        defer { bus.stop() }
+        guard let mock = try await NotificationMock.start(on: bus, capabilities: "body actions") else { return }
+        let data = bus.directory.appendingPathComponent("data").path
+        let manifest = bus.directory.appendingPathComponent("manifest.json").path
+        try """
+            {"bundleIdentifier": "com.example.tidings.sample", "displayName": "Tidings Sample",
+             "executable": "\(BuiltProducts.sampleApp)", "arguments": ["--listen"]}
+            """.write(toFile: manifest, atomically: true, encoding: .utf8)
+        // The person's xdg-open, first in the daemon's PATH: it records what it was asked to open.
+        let bin = bus.directory.appendingPathComponent("bin")
+        try FileManager.default.createDirectory(at: bin, withIntermediateDirectories: true)
+        let opened = bus.directory.appendingPathComponent("opened").path
+        try "#!/bin/sh\nprintf '%s %s\\n' \"$1\" \"${XDG_ACTIVATION_TOKEN-none}\" >> '\(opened)'\n".write(toFile: bin.path + "/xdg-open", atomically: true, encoding: .utf8)
+        chmod(bin.path + "/xdg-open", 0o755)
+        let path = bin.path + ":" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin")
+        let daemon = try ChildProcess(BuiltProducts.tidings, ["daemon", "--data-dir", data, "--consent", "grant", "--presenter", "desktop", "--web-port", "0"],
+                                      environment: bus.environment.merging(["PATH": path, "XDG_ACTIVATION_TOKEN": "the-daemon's-own"]) { $1 },
+                                      directory: bus.directory, name: "daemon")
+        defer { daemon.stop() }
+        #expect(await daemon.waitForOutput("desktop notifications on"), "\(daemon.output)")
+        #expect(await daemon.waitForOutput("web center http"), "\(daemon.output)")
+        let center = try String(contentsOfFile: data + "/web-address", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        let key = try String(contentsOfFile: data + "/web-secret", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(try runTidings(["apps", "install", manifest, "--data-dir", data]).status == 0)
+        let app = try ChildProcess(BuiltProducts.sampleApp, [], environment: ["TIDINGS_SOCKET": data + "/daemon.sock"], directory: bus.directory, name: "app")
+        defer { app.stop() }
+        #expect(await eventually { ((try? await mock.calls("Notify")) ?? []).contains { $0.count == 8 && $0[3] == .string("Say something") } }, "\(daemon.output)")
+        let calls = try await mock.calls("Notify")
+        let index = try #require(calls.firstIndex { $0[3] == .string("Say something") })
+        #expect(calls[index][5] == .strings(["default", "Open", "action.input", "Input", "action.goodbye", "Goodbye", "action.cancel", "Cancel"]))
+        let id = UInt32(index + 1)
+        try await mock.emit("ActivationToken", "us", [.uint32(id), .string("desktop-token")])
+        try await mock.emit("ActionInvoked", "us", [.uint32(id), .string("action.input")])
+        #expect(await eventually { FileManager.default.fileExists(atPath: opened) }, "\(daemon.output)")
+        let line = (try? String(contentsOfFile: opened, encoding: .utf8)) ?? ""
+        #expect(line == "\(center)#reply=com.example.tidings.sample/saySomething/action.input desktop-token\n")
+        #expect(!key.isEmpty && !line.contains(key), "the key is not in the opened address")
+        await mock.stop()
+    }
 }

@@ -144,8 +144,8 @@ public final class PostgresCluster: Sendable {
         try Self.execute(binaries.appendingPathComponent(tool).path, arguments, asPostgres: runAsPostgres)
     }
 
-    /// posix_spawn and waitpid: `Process.waitUntilExit` missed the exit of `su` here (it
-    /// waited forever once `pg_ctl` had started the server).
+    /// `SpawnedProcess` (posix_spawn and waitpid): `Process.waitUntilExit` missed the exit of
+    /// `su` here (it waited forever once `pg_ctl` had started the server).
     private static func execute(_ executable: String, _ arguments: [String], asPostgres: Bool) throws -> (status: Int32, output: String) {
         var argv: [String]
         if asPostgres {
@@ -155,25 +155,11 @@ public final class PostgresCluster: Sendable {
         } else {
             argv = [executable] + arguments
         }
-        let output = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-pg-\(UUID().uuidString).out")
-        defer { try? FileManager.default.removeItem(at: output) }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, output.path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-        posix_spawn_file_actions_adddup2(&actions, 1, 2)
-        var cArguments: [UnsafeMutablePointer<CChar>?] = argv.map { strdup($0) } + [nil]
-        defer { for p in cArguments { free(p) } }
-        var pid: pid_t = 0
-        let spawned = posix_spawn(&pid, argv[0], &actions, nil, &cArguments, environ)
-        guard spawned == 0 else { throw Failure(description: "cannot run \(argv[0]): error \(spawned)") }
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
-        let text = (try? String(contentsOf: output, encoding: .utf8)) ?? ""
-        // Exited normally: its code; killed by a signal: 128 + the signal.
-        let code = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
-        return (code, text)
+        do {
+            return try SpawnedProcess.run(argv)
+        } catch {
+            throw Failure(description: "\(error)")
+        }
     }
 
     private static func freePort() throws -> Int {

@@ -111,3 +111,81 @@ public func requireTool(_ available: Bool, _ name: String) -> Bool {
     }
     return false
 }
+
+/// A process started with `posix_spawn` and reaped with `waitpid`, its output (standard output
+/// and error) in a file: for programs whose exit `Process.waitUntilExit` missed here (`su`,
+/// `setpriv` to another user). Stopped by the test, by PID.
+public final class SpawnedProcess: @unchecked Sendable {
+    public let pid: pid_t
+    public let outputPath: String
+    private let lock = NSLock()
+    private var exitStatus: Int32?
+
+    public struct Failure: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    /// Starts `argv` (`argv[0]` a path) with `environment` (nil: this process's), standard
+    /// input from /dev/null, output to `outputPath`.
+    public init(_ argv: [String], environment: [String: String]? = nil, outputPath: String) throws {
+        self.outputPath = outputPath
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        // The test process blocks some signals; a child starts with none blocked.
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var empty = sigset_t()
+        sigemptyset(&empty)
+        posix_spawnattr_setsigmask(&attributes, &empty)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK))
+        var cArguments: [UnsafeMutablePointer<CChar>?] = argv.map { strdup($0) } + [nil]
+        defer { for p in cArguments { free(p) } }
+        var cEnvironment: [UnsafeMutablePointer<CChar>?] = (environment ?? ProcessInfo.processInfo.environment).map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { for p in cEnvironment { free(p) } }
+        var pid: pid_t = 0
+        let spawned = posix_spawn(&pid, argv[0], &actions, &attributes, &cArguments, &cEnvironment)
+        guard spawned == 0 else { throw Failure(description: "cannot run \(argv[0]): error \(spawned)") }
+        self.pid = pid
+    }
+
+    public var output: String { (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? "" }
+
+    /// Reaps it if it has exited (without waiting).
+    public var isRunning: Bool { reap(block: false) == nil }
+
+    /// Waits for its exit: the exit code, or 128 + the signal that killed it.
+    @discardableResult
+    public func wait() -> Int32 { reap(block: true) ?? -1 }
+
+    private func reap(block: Bool) -> Int32? {
+        lock.lock()
+        defer { lock.unlock() }
+        if let exitStatus { return exitStatus }
+        var status: Int32 = 0
+        var result: pid_t
+        repeat { result = waitpid(pid, &status, block ? 0 : WNOHANG) } while result == -1 && errno == EINTR
+        guard result == pid else { return nil }
+        let code = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+        exitStatus = code
+        return code
+    }
+
+    public func stop(signal: Int32 = SIGTERM) {
+        if isRunning { kill(pid, signal) }
+        wait()
+    }
+
+    /// Runs `argv` to completion; its exit code and output.
+    public static func run(_ argv: [String], environment: [String: String]? = nil) throws -> (status: Int32, output: String) {
+        let output = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-spawn-\(UUID().uuidString).out").path
+        defer { try? FileManager.default.removeItem(atPath: output) }
+        let process = try SpawnedProcess(argv, environment: environment, outputPath: output)
+        let status = process.wait()
+        return (status, process.output)
+    }
+}

@@ -25,11 +25,15 @@ public struct DesktopNotification: Sendable, Hashable {
     public var actionIdentifiers: [String: String]
     /// The text-input action the inline reply answers, when the server has one.
     public var replyAction: String?
+    /// Action key → a text-input action whose reply field is the web center's (a server
+    /// without `inline-reply`, a running web center): invoking it opens that field.
+    public var webReplyActions: [String: String]
 
     public static func == (a: DesktopNotification, b: DesktopNotification) -> Bool {
         a.appName == b.appName && a.replacesID == b.replacesID && a.appIcon == b.appIcon && a.summary == b.summary && a.body == b.body
             && a.actions == b.actions && a.hints.map(\.0) == b.hints.map(\.0) && a.hints.map(\.1) == b.hints.map(\.1)
             && a.expireTimeout == b.expireTimeout && a.actionIdentifiers == b.actionIdentifiers && a.replyAction == b.replyAction
+            && a.webReplyActions == b.webReplyActions
     }
 
     public func hash(into hasher: inout Hasher) {
@@ -47,7 +51,10 @@ public struct DesktopNotification: Sendable, Hashable {
     ///   - capabilities: the server's `GetCapabilities`.
     ///   - alertStyle: the app's setting: `.alert` stays until the person acts (timeout 0).
     ///   - soundDirectory: the app's folder, where a named sound's file is looked for.
-    public init(_ presented: PresentedNotification, replacesID: UInt32, capabilities: Set<String>, alertStyle: AlertStyleValue, soundDirectory: String?) {
+    ///   - webReply: a web notification center runs: a text-input action the server cannot
+    ///     show as a reply field becomes an action that opens the center's.
+    public init(_ presented: PresentedNotification, replacesID: UInt32, capabilities: Set<String>, alertStyle: AlertStyleValue, soundDirectory: String?,
+                webReply: Bool = false) {
         let content = presented.notification.request.content
         let markup = capabilities.contains("body-markup")
         func text(_ s: String) -> String { markup ? MarkupText.escape(s) : s }
@@ -65,6 +72,7 @@ public struct DesktopNotification: Sendable, Hashable {
         var actions: [String] = []
         var identifiers: [String: String] = [:]
         var reply: String?
+        var webReplies: [String: String] = [:]
         if capabilities.contains("actions") {
             actions += [Self.defaultActionKey, "Open"]
             identifiers[Self.defaultActionKey] = ActionIdentifier.default
@@ -75,9 +83,15 @@ public struct DesktopNotification: Sendable, Hashable {
                         actions += [Self.inlineReplyKey, action.title]
                         continue
                     }
-                    // No reply field here: the button says where to answer.
                     let key = Self.key(for: action.identifier)
-                    actions += [key, "\(action.title) (reply with tidings notifications respond)"]
+                    if webReply {
+                        // The web center's reply field for it, opened in the browser.
+                        webReplies[key] = action.identifier
+                        actions += [key, action.title]
+                    } else {
+                        // No reply field anywhere: the button says where to answer.
+                        actions += [key, "\(action.title) (reply with tidings notifications respond)"]
+                    }
                     continue
                 }
                 let key = Self.key(for: action.identifier)
@@ -88,6 +102,7 @@ public struct DesktopNotification: Sendable, Hashable {
         self.actions = actions
         actionIdentifiers = identifiers
         replyAction = reply
+        webReplyActions = webReplies
 
         var hints: [(String, DBusValue)] = []
         let urgency: UInt8 = switch content.interruptionLevel {

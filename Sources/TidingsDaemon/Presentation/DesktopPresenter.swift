@@ -19,6 +19,14 @@ public struct DesktopPresenterConfiguration: Sendable {
     public var maximumTracked = 1024
     /// The saved ids file is read at start only up to this size; a larger one is ignored (ids start empty).
     public var maximumStateFileBytes = 4 << 20
+    /// What opens the web center's reply field in the person's browser (a text-input action on
+    /// a server without `inline-reply`): a program name looked up in `environment`'s `PATH`,
+    /// or a path; run with the URL as its one argument, never through a shell.
+    public var opener = "xdg-open"
+    /// Openers running at once; past it an action that would open one is logged and dropped.
+    public var maximumOpeners = 4
+    /// An opener still running after this long is killed (what it started, a browser, stays).
+    public var openerTimeout: Duration = .seconds(30)
 
     public init(environment: [String: String] = ProcessInfo.processInfo.environment, stateFile: String? = nil) {
         self.environment = environment
@@ -46,6 +54,8 @@ public final class DesktopPresenter: Presenter {
         var identifier: String
         var actions: [String: String]
         var replyAction: String?
+        /// Action key → a text-input action answered in the web center's reply field.
+        var webReplies: [String: String]?
     }
 
     struct Persisted: Codable {
@@ -66,6 +76,10 @@ public final class DesktopPresenter: Presenter {
         /// The last `ActivationToken` (spec 1.2), for the action that follows it on the same id:
         /// one slot, so it holds one string at most.
         var activation: (id: UInt32, token: String)?
+        /// The web center's address without its secret, while one runs.
+        var webCenter: URL?
+        /// Openers running now.
+        var openers = 0
     }
 
     public let configuration: DesktopPresenterConfiguration
@@ -106,6 +120,34 @@ public final class DesktopPresenter: Presenter {
     public var capabilities: Set<String> { state.withLock { $0.capabilities } }
     /// The server's id of a shown notification.
     public func serverID(bundle: String, identifier: String) -> UInt32? { state.withLock { $0.ids[Self.key(bundle, identifier)] } }
+    /// The web center's address, once it listens (nil: none). Only scheme, host, port and path
+    /// are kept: the secret that lets a browser in is never part of what the presenter opens.
+    public func setWebCenter(_ url: URL?) {
+        let base = url.flatMap { url -> URL? in
+            guard var components = URLComponents(url: url, resolvingAgainstBaseURL: false), components.scheme == "http" || components.scheme == "https" else { return nil }
+            components.query = nil
+            components.fragment = nil
+            components.user = nil
+            components.password = nil
+            if components.path.isEmpty { components.path = "/" }
+            return components.url
+        }
+        state.withLock { $0.webCenter = base }
+    }
+
+    /// The web center's page with one notification's reply field open:
+    /// `<center>#reply=<bundle>/<notification>/<action>`, each part percent-encoded (only
+    /// unreserved characters stay), so a part never reads as another or as markup.
+    public static func webReplyURL(center: URL, bundle: String, identifier: String, action: String) -> URL? {
+        let unreserved = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+        let parts = [bundle, identifier, action].compactMap { $0.addingPercentEncoding(withAllowedCharacters: unreserved) }
+        guard parts.count == 3 else { return nil }
+        return URL(string: center.absoluteString + "#reply=" + parts.joined(separator: "/"))
+    }
+
+    /// Openers (of the web center's reply field) running now.
+    public var openersRunning: Int { state.withLock { $0.openers } }
+
     /// Whether a server is there and the presenter is on.
     public var isOn: Bool { state.withLock { $0.connection != nil && $0.owner != nil } }
 
@@ -226,19 +268,21 @@ public final class DesktopPresenter: Presenter {
     private func perform(_ item: Work, on connection: DBusConnection) async {
         switch item {
         case .present(let presented):
-            let (owner, capabilities, previous, engine) = state.withLock {
-                ($0.owner, $0.capabilities, $0.ids[Self.key(presented.bundleIdentifier, presented.notification.request.identifier)], $0.engine)
+            let (owner, capabilities, previous, engine, webCenter) = state.withLock {
+                ($0.owner, $0.capabilities, $0.ids[Self.key(presented.bundleIdentifier, presented.notification.request.identifier)], $0.engine, $0.webCenter)
             }
             guard owner != nil else { return }
             let alertStyle = (try? await engine?.settings(presented.bundleIdentifier))?.alertStyle ?? .banner
             let directory = (try? await engine?.app(presented.bundleIdentifier))?.directory
-            let notification = DesktopNotification(presented, replacesID: previous ?? 0, capabilities: capabilities, alertStyle: alertStyle, soundDirectory: directory)
+            let notification = DesktopNotification(presented, replacesID: previous ?? 0, capabilities: capabilities, alertStyle: alertStyle, soundDirectory: directory,
+                                                   webReply: webCenter != nil)
             do {
                 let reply = try await connection.call(.methodCall(destination: Self.serverName, path: Self.objectPath, interface: Self.serverName,
                                                                   member: "Notify", body: notification.arguments))
                 guard let id = reply.body.first?.uint32Value else { return }
                 let entry = Entry(id: id, bundle: presented.bundleIdentifier, identifier: presented.notification.request.identifier,
-                                  actions: notification.actionIdentifiers, replyAction: notification.replyAction)
+                                  actions: notification.actionIdentifiers, replyAction: notification.replyAction,
+                                  webReplies: notification.webReplyActions.isEmpty ? nil : notification.webReplyActions)
                 state.withLock { state in
                     if let previous, previous != id { state.entries[previous] = nil }
                     state.entries[id] = entry
@@ -294,7 +338,11 @@ public final class DesktopPresenter: Presenter {
             guard let key = argument?.stringValue, let entry = state.withLock({ $0.entries[id] }) else { return }
             if key == DesktopNotification.inlineReplyKey { return }
             guard let action = entry.actions[key] else {
-                logger.info("desktop notifications: an action that needs a reply; answer with tidings notifications respond", metadata: ["key": "\(key)"])
+                if let reply = entry.webReplies?[key] {
+                    openWebReply(entry, action: reply, activationToken: takeActivationToken(id))
+                } else {
+                    logger.info("desktop notifications: an action that needs a reply; answer with tidings notifications respond", metadata: ["key": "\(key)"])
+                }
                 return
             }
             await respond(engine, entry, action: action, text: nil, activationToken: takeActivationToken(id))
@@ -315,6 +363,67 @@ public final class DesktopPresenter: Presenter {
         default:
             break
         }
+    }
+
+    /// Opens the web center's reply field for a text-input action with the opener (no shell),
+    /// passing the server's activation token as `XDG_ACTIVATION_TOKEN` (never the daemon's own).
+    /// At most `maximumOpeners` at once, each for at most `openerTimeout`.
+    private func openWebReply(_ entry: Entry, action: String, activationToken: String?) {
+        guard let center = state.withLock({ $0.webCenter }),
+              let url = Self.webReplyURL(center: center, bundle: entry.bundle, identifier: entry.identifier, action: action) else {
+            logger.info("desktop notifications: no web center to reply in; answer with tidings notifications respond", metadata: ["app": "\(entry.bundle)"])
+            return
+        }
+        guard let executable = Self.executable(configuration.opener, path: configuration.environment["PATH"]) else {
+            logger.warning("desktop notifications: cannot open the web center's reply field: no opener", metadata: ["opener": "\(configuration.opener)"])
+            return
+        }
+        let admitted = state.withLock { state -> Bool in
+            guard state.openers < configuration.maximumOpeners else { return false }
+            state.openers += 1
+            return true
+        }
+        guard admitted else {
+            logger.warning("desktop notifications: too many openers running; the reply field is not opened", metadata: ["limit": "\(configuration.maximumOpeners)"])
+            return
+        }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = [url.absoluteString]
+        var environment = configuration.environment
+        environment["XDG_ACTIVATION_TOKEN"] = activationToken
+        process.environment = environment
+        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = FileHandle.nullDevice
+        // The slot is given back when the opener exits (a process that did not start never will).
+        process.terminationHandler = { _ in self.state.withLock { $0.openers -= 1 } }
+        do {
+            try process.run()
+        } catch {
+            state.withLock { $0.openers -= 1 }
+            logger.warning("desktop notifications: the opener did not start", metadata: ["opener": "\(executable)", "error": "\(error)"])
+            return
+        }
+        logger.info("desktop notifications: opened the web center's reply field", metadata: ["app": "\(entry.bundle)", "request": "\(entry.identifier)"])
+        let timeout = configuration.openerTimeout
+        Task {
+            try? await Task.sleep(for: timeout)
+            // SIGKILL: a child may inherit a blocked or ignored SIGTERM from the daemon. What the
+            // opener started (a browser) is not its process and stays.
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        }
+    }
+
+    /// A program's path: as it is when it names a path, else the first executable of that
+    /// name in `path` (a `PATH` list; `/usr/local/bin:/usr/bin:/bin` when there is none).
+    static func executable(_ name: String, path: String?) -> String? {
+        if name.contains("/") { return FileManager.default.isExecutableFile(atPath: name) ? name : nil }
+        guard !name.isEmpty else { return nil }
+        for directory in (path ?? "/usr/local/bin:/usr/bin:/bin").split(separator: ":") where directory.hasPrefix("/") {
+            let candidate = directory + "/" + name
+            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+        }
+        return nil
     }
 
     /// The token the server sent just before an action on `id`, used once.

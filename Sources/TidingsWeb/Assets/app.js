@@ -59,6 +59,7 @@ async function load() {
   renderSettings();
   showNextPrompt();
   document.body.dataset.loaded = String(Date.now());
+  openReplyFromHash();
 }
 
 let socket = null;
@@ -558,6 +559,33 @@ function expand(n) {
   const categories = state.apps.get(n.app)?.contentExtensionCategories ?? [];
   if (n.categoryIdentifier && categories.includes(n.categoryIdentifier)) openExtension(n);
 }
+
+// MARK: A reply field opened from the desktop (docs/desktop.md)
+
+// The desktop presenter opens the page at `#reply=<app>/<notification>/<action>` (each part
+// percent-encoded) when the notification server has no reply field of its own. The parts
+// are data: they only look a notification and its text-input action up among the ones the
+// page already has; anything else shows "not found" and opens nothing.
+function openReplyFromHash() {
+  const prefix = "#reply=";
+  if (!document.body.dataset.loaded || !location.hash.startsWith(prefix)) return;
+  const parts = location.hash.slice(prefix.length).split("/");
+  history.replaceState(null, "", location.pathname + location.search);
+  let names = null;
+  try { if (parts.length === 3) names = parts.map(decodeURIComponent); } catch (error) { names = null; }
+  const n = names && state.notifications.get(key(names[0], names[1]));
+  const found = n && n.app === names[0] && n.identifier === names[1];
+  const action = found && (n.category?.actions ?? []).find((a) =>
+    a.identifier === names[2] && a.textInputButtonTitle !== null && a.textInputButtonTitle !== undefined);
+  if (!action) {
+    showError("Not found: that notification's reply field is not in the center (it may have been answered or cleared).");
+    return;
+  }
+  showTab("center");
+  expand(n);
+  chooseAction(action);
+}
+window.addEventListener("hashchange", openReplyFromHash);
 
 // MARK: Content extensions (docs/content-extensions.md)
 
