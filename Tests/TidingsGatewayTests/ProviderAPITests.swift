@@ -377,6 +377,7 @@ final class FaultyGatewayStore: GatewayStore {
     func addKey(_ key: ProviderKeyRecord) throws(GatewayStoreError) { try inner.addKey(key) }
     func key(id: String) throws(GatewayStoreError) -> ProviderKeyRecord? { inner.key(id: id) }
     func keys() throws(GatewayStoreError) -> [ProviderKeyRecord] { inner.keys() }
+    func revokeKey(id: String) throws(GatewayStoreError) -> ProviderKeyRecord { try inner.revokeKey(id: id) }
     func registerApp(_ app: GatewayAppRecord) throws(GatewayStoreError) { try inner.registerApp(app) }
     func app(bundleID: String) throws(GatewayStoreError) -> GatewayAppRecord? { inner.app(bundleID: bundleID) }
     func apps() throws(GatewayStoreError) -> [GatewayAppRecord] { inner.apps() }

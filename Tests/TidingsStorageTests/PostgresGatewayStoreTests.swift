@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 import TidingsCore
 import TidingsPostgres
@@ -83,6 +84,41 @@ struct PostgresGatewayStoreTests {
         _ = try nodeA.commit(pushes: [], acknowledged: seqB, at: 200)
         #expect(try nodeB.pendingPushes(deviceID: "d1", after: 0, limit: 1000).map(\.sequence) == seqA)
         #expect(try nodeB.status(apnsID: "b0").first?.deliveredAt == 200)
+    }
+
+    /// A key revoked through one store (a node, or `tidings keys revoke`) is announced to every
+    /// other store listening on the database (`key:<id>` on the registry channel), once; a
+    /// revocation refused (unknown key id) announces nothing.
+    @Test func aRevokedKeyIsAnnouncedToTheOtherNodes() async throws {
+        guard let cluster = try PostgresCluster.shared() else { return }
+        let url = try cluster.createDatabase(prefix: "revoke")
+        let revoking = try PostgresGatewayStore(url: url, maximumConnections: 1, partitionSize: 100)
+        let listening = try PostgresGatewayStore(url: url, maximumConnections: 1, partitionSize: 100)
+        let changes = Mutex<[GatewayRegistryChange]>([])
+        listening.startListening(wake: { _ in }, registryChanged: { change in changes.withLock { $0.append(change) } },
+                                 reconnected: {})
+        defer { listening.stopListening() }
+        // Listening once an announcement arrives (the LISTEN is set up on its own thread).
+        for attempt in 0..<100 where !changes.withLock({ $0.contains(.key("READY")) }) {
+            if attempt % 10 == 0 {
+                _ = try? revoking.revokeKey(id: "READY")
+                try revoking.addKey(ProviderKeyRecord(keyID: "READY", teamID: "T", publicKey: Data([4]), environment: nil, createdAt: 1))
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        try revoking.addKey(ProviderKeyRecord(keyID: "K1", teamID: "T", publicKey: Data([4]), environment: nil, createdAt: 1))
+        #expect(throws: GatewayStoreError.self) { try revoking.revokeKey(id: "NOSUCHKEY") }
+        try revoking.revokeKey(id: "K1")
+        try revoking.addKey(ProviderKeyRecord(keyID: "DONE", teamID: "T", publicKey: Data([4]), environment: nil, createdAt: 1))
+        var seen: [GatewayRegistryChange] = []
+        for _ in 0..<500 {
+            seen = changes.withLock { $0 }
+            if seen.last == .key("DONE") { break }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        let afterReady = seen.drop { $0 != .key("READY") }.filter { $0 != .key("READY") }
+        #expect(afterReady == [.key("K1"), .key("K1"), .key("DONE")], "K1 added, K1 revoked; nothing for the unknown key")
+        #expect(try listening.key(id: "K1") == nil)
     }
 
     /// PostgreSQL stopped: every call fails with a store error (never a result that was not
