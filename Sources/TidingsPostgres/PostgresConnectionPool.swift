@@ -112,7 +112,10 @@ final class PostgresConnectionPool: Sendable {
             if let psql = error as? PSQLError, psql.code == .server, !connection.isClosed {
                 give(connection)
             } else {
-                let _: EventLoopFuture<Void> = connection.close()
+                // Waited for: a connection released before its close completed trips
+                // PostgresNIO's "deinitialized before being closed" assertion.
+                let closing: EventLoopFuture<Void> = connection.close()
+                try? closing.wait()
             }
             throw error
         }

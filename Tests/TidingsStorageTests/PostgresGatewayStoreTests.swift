@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 import TidingsCore
-import TidingsPostgres
+@testable import TidingsPostgres
 import TidingsStorage
 import TidingsTestSupport
 
@@ -119,6 +119,38 @@ struct PostgresGatewayStoreTests {
         let afterReady = seen.drop { $0 != .key("READY") }.filter { $0 != .key("READY") }
         #expect(afterReady == [.key("K1"), .key("K1"), .key("DONE")], "K1 added, K1 revoked; nothing for the unknown key")
         #expect(try listening.key(id: "K1") == nil)
+    }
+
+    func limited(_ change: (inout PostgresStoreLimits) -> Void) throws -> PostgresGatewayStore? {
+        guard let cluster = try PostgresCluster.shared() else { return nil }
+        var limits = PostgresStoreLimits()
+        limits.partitionSize = 100
+        change(&limits)
+        return try PostgresGatewayStore(url: cluster.createDatabase(prefix: "limits"), limits: limits)
+    }
+
+    /// `statementTimeout` (here 200 ms) is PostgreSQL's `statement_timeout` on the store's
+    /// connections: a statement within it completes, one past it is cancelled by the server (a
+    /// store error), and the store goes on.
+    @Test func aStatementPastTheStatementTimeoutIsCancelled() throws {
+        guard let store = try limited({ $0.statementTimeout = .milliseconds(200); $0.maximumConnections = 1 }) else { return }
+        #expect(try store.execute("SHOW statement_timeout").rows.first?.decode(String.self) == "200ms")
+        _ = try store.execute("SELECT pg_sleep(0.05)")
+        #expect { try store.execute("SELECT pg_sleep(3)") } throws: { "\($0)".contains("57014") }
+        #expect(try store.keys().isEmpty, "the store goes on")
+    }
+
+    /// `maximumConnections` bounds the pool and `acquireTimeout` (here 100 ms) the wait for a
+    /// free connection: with one connection, a call made while it is taken (maintenance holds
+    /// its lock session) fails after the wait ("busy"); with two, the same call runs.
+    @Test func aCallWaitsAtMostTheAcquireTimeoutForAConnection() throws {
+        guard let one = try limited({ $0.maximumConnections = 1; $0.acquireTimeout = .milliseconds(100) }) else { return }
+        let started = ContinuousClock.now
+        #expect { try one.exclusively { try one.keys() } } throws: { "\($0)".contains("stayed busy") }
+        #expect(ContinuousClock.now - started < .seconds(5))
+        #expect(try one.keys().isEmpty, "the pool goes on")
+        guard let two = try limited({ $0.maximumConnections = 2; $0.acquireTimeout = .milliseconds(100) }) else { return }
+        #expect(try two.exclusively { try two.keys() } == [])
     }
 
     /// PostgreSQL stopped: every call fails with a store error (never a result that was not
