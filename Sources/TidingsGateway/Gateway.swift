@@ -62,11 +62,12 @@ public final class Gateway: Service, Sendable {
 
     init(configuration: GatewayConfiguration) throws {
         self.configuration = configuration
+        if let problem = configuration.problem { throw GatewayConfigurationError(description: problem) }
         try FileManager.default.createDirectory(at: configuration.dataDirectory, withIntermediateDirectories: true)
         let store: any GatewayStore
         switch configuration.storage {
-        case .sqlite: store = try SQLiteGatewayStore(path: configuration.databasePath)
-        case .postgres(let url): store = try PostgresGatewayStore(url: url)
+        case .sqlite: store = try SQLiteGatewayStore(path: configuration.databasePath, limits: configuration.sqlite)
+        case .postgres(let url): store = try PostgresGatewayStore(url: url, limits: configuration.postgres)
         case .custom(let custom): store = custom
         }
         let threads = configuration.eventLoopThreads > 0 ? configuration.eventLoopThreads : System.coreCount
@@ -109,7 +110,7 @@ public final class Gateway: Service, Sendable {
 
     /// The store's housekeeping, also run every `maintenanceInterval` while the gateway runs:
     /// marks undelivered pushes past their expiration as discarded, then deletes pushes that
-    /// finished more than `pushRetention` ago, in transactions of at most `pruneBatch` rows so
+    /// finished more than `pushRetention` ago, in transactions of at most `maintenanceBatchSize` rows so
     /// that the group commit never waits long behind it.
     @discardableResult
     public func runMaintenance() async throws -> GatewayMaintenanceReport {
@@ -122,6 +123,27 @@ public final class Gateway: Service, Sendable {
         let store = core.store
         try await threadPool.runIfActive { try store.addKey(key) }
         core.directory.remember(key: key)
+    }
+
+    /// Revokes a provider key in a running gateway's store and cache: a token signed by it is
+    /// refused (`403 InvalidProviderToken`) from the next request on, on connections already
+    /// authorized with it too. Other nodes on the same database drop it when the store's
+    /// notification arrives, at the latest at their next registry refresh. An unknown key id
+    /// is `GatewayStoreError.notFound`.
+    @discardableResult
+    public func revoke(keyID: String) async throws -> ProviderKeyRecord {
+        let store = core.store
+        let removed = try await threadPool.runIfActive { try store.revokeKey(id: keyID) }
+        core.directory.forget(.key(keyID))
+        return removed
+    }
+
+    /// Compares the cached keys with the store now (also done every `registryRefreshInterval`
+    /// while the gateway runs) and drops those that are gone; returns their ids.
+    @discardableResult
+    public func refreshRegistry() async throws -> [String] {
+        let directory = core.directory
+        return try await threadPool.runIfActive { try directory.refreshKeys() }
     }
 
     /// Gives a team a bundle ID in a running gateway's store and cache.
@@ -150,10 +172,24 @@ public final class Gateway: Service, Sendable {
                 do { _ = try core.maintain() } catch { core.logger.error("maintenance failed", metadata: ["error": "\(error)"]) }
             }
         }
+        // Revocations whose notification was lost (or that SQLite cannot announce) are found
+        // within one interval.
+        let directory = core.directory
+        let logger = core.logger
+        let refresh = group.next().scheduleRepeatedTask(initialDelay: configuration.registryRefreshInterval,
+                                                        delay: configuration.registryRefreshInterval) { _ in
+            threadPool.submit { _ in
+                do {
+                    let dropped = try directory.refreshKeys()
+                    if !dropped.isEmpty { logger.notice("provider keys revoked", metadata: ["keys": "\(dropped)"]) }
+                } catch {
+                    logger.warning("registry refresh failed", metadata: ["error": "\(error)"])
+                }
+            }
+        }
         // Several nodes: wake-ups from the others, and lease renewal.
         let leases = core.hub.leases
         let hub = core.hub
-        let directory = core.directory
         leases?.coordination.startListening(wake: { hub.wake($0) }, leaseTaken: { _ in leases?.renewSoon() },
                                             registryChanged: { directory.forget($0) },
                                             reconnected: { directory.forgetAll(); hub.wakeAll() })
@@ -163,6 +199,7 @@ public final class Gateway: Service, Sendable {
             }
         }
         defer {
+            refresh.cancel()
             renewal?.cancel()
             leases?.coordination.stopListening()
         }

@@ -2,6 +2,8 @@ import Foundation
 import Logging
 import NIOCore
 import TidingsCore
+import TidingsPostgres
+import TidingsSQLite
 import TidingsStorage
 
 /// Everything `buildGateway` needs. The defaults are the single-machine set-up of
@@ -75,6 +77,33 @@ public struct GatewayConfiguration: Sendable {
     /// disconnects it within this interval).
     public var deviceLeaseDuration: Duration = .seconds(30)
     public var leaseRenewInterval: TimeAmount = .seconds(5)
+    /// The PostgreSQL store's connection pool, timeouts and partitions (`.postgres` storage;
+    /// docs/security.md, "Store limits").
+    public var postgres = PostgresStoreLimits()
+    /// The SQLite store's lock wait and write-ahead-log bound (`.sqlite` storage).
+    public var sqlite = SQLiteStoreLimits()
+    /// Pushes in one group commit (one transaction; with PostgreSQL one statement whose arrays
+    /// carry them), at most: what waits beyond it goes in the next transaction, right after.
+    /// Bounds a commit's statement size (≈ 4 KiB of payload per push) and its time under the
+    /// commit lock.
+    public var maximumPushesPerCommit: Int = 4_096
+    /// Device acknowledgements in one group commit, at most (the rest in the next one).
+    public var maximumAcknowledgementsPerCommit: Int = 16_384
+    /// Rows expired or deleted per maintenance transaction (each its own short transaction, so
+    /// that commits interleave).
+    public var maintenanceBatchSize: Int = 5_000
+    /// How long a key, app or device token the store did not have is answered from memory
+    /// (`403`/`400` without a store read) before the store is asked again.
+    public var registryNegativeCacheDuration: Duration = .seconds(1)
+    /// Unknown device tokens remembered that way, at most; past it they are all forgotten.
+    public var registryMaximumMissedTokens: Int = 100_000
+    /// Unknown key ids and bundle ids remembered that way, at most (each).
+    public var registryMaximumMissedNames: Int = 10_000
+    /// How often each node compares its cached provider keys with the store and drops the ones
+    /// that are gone: the bound on how long a revoked key keeps working on a node whose
+    /// notification was lost, or on a SQLite gateway whose key was revoked by `tidings keys
+    /// revoke` from another process (SQLite has no notifications). One `SELECT` of the keys.
+    public var registryRefreshInterval: TimeAmount = .seconds(5)
     /// How often maintenance runs (expire undelivered pushes, prune finished ones).
     public var maintenanceInterval: TimeAmount = .seconds(60)
     /// How long a device has to answer the connection challenge.
@@ -187,6 +216,36 @@ public struct GatewayConfiguration: Sendable {
         self.dataDirectory = dataDirectory
     }
 
+    /// What is wrong with the store and registry limits, or nil (`buildGateway` refuses such a
+    /// configuration with `GatewayConfigurationError`).
+    public var problem: String? {
+        switch storage {
+        case .postgres: if let p = postgres.problem { return p }
+        case .sqlite: if let p = sqlite.problem { return p }
+        case .custom: break
+        }
+        let counts: [(String, Int, ClosedRange<Int>)] = [
+            ("maximumPushesPerCommit", maximumPushesPerCommit, Self.commitBatchRange),
+            ("maximumAcknowledgementsPerCommit", maximumAcknowledgementsPerCommit, Self.commitBatchRange),
+            ("maintenanceBatchSize", maintenanceBatchSize, 1...1_000_000),
+            ("registryMaximumMissedTokens", registryMaximumMissedTokens, 0...10_000_000),
+            ("registryMaximumMissedNames", registryMaximumMissedNames, 0...10_000_000),
+        ]
+        for (name, value, range) in counts where !range.contains(value) {
+            return "\(name) is \(value); it must be \(range.lowerBound) to \(range.upperBound)"
+        }
+        if !(Duration.zero ... .seconds(3_600)).contains(registryNegativeCacheDuration) {
+            return "registryNegativeCacheDuration is \(registryNegativeCacheDuration); it must be 0 to 1 hour"
+        }
+        if !(TimeAmount.milliseconds(1) ... .hours(24)).contains(registryRefreshInterval) {
+            return "registryRefreshInterval is \(registryRefreshInterval); it must be 1 ms to 24 hours"
+        }
+        return nil
+    }
+
+    /// `maximumPushesPerCommit` and `maximumAcknowledgementsPerCommit`: 1 to a million.
+    public static let commitBatchRange = 1...1_000_000
+
     /// `$TIDINGS_DATA_DIR`, `$XDG_DATA_HOME/tidings` or `~/.local/share/tidings`.
     public static var defaultDataDirectory: URL { URL(fileURLWithPath: TidingsPaths.defaultDataDirectory()) }
 
@@ -195,6 +254,11 @@ public struct GatewayConfiguration: Sendable {
 
     /// `admin-token` under the data directory: the admin endpoint's bearer token.
     public var adminTokenPath: String { dataDirectory.appendingPathComponent("admin-token").path }
+}
+
+/// A gateway configuration with a value out of its range.
+public struct GatewayConfigurationError: Error, Sendable, CustomStringConvertible {
+    public let description: String
 }
 
 extension WallClock {

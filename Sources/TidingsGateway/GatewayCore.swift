@@ -35,8 +35,6 @@ final class GatewayCore: Sendable {
     let maintenanceRunning = Atomic<Bool>(false)
     /// One device idle sweeper per event loop (`deviceIdleSweeper(for:)`).
     let deviceIdleSweepers = Mutex<[ObjectIdentifier: DeviceIdleSweeper]>([:])
-    /// Rows deleted per pruning transaction.
-    static let pruneBatch = 5_000
 
     var clock: any WallClock { configuration.clock }
 
@@ -46,7 +44,9 @@ final class GatewayCore: Sendable {
         self.metrics = metrics
         self.threadPool = threadPool
         self.logger = configuration.logger
-        let directory = GatewayDirectory(store: store)
+        let directory = GatewayDirectory(store: store, negativeCacheDuration: configuration.registryNegativeCacheDuration,
+                                         maximumMissedTokens: configuration.registryMaximumMissedTokens,
+                                         maximumMissedNames: configuration.registryMaximumMissedNames)
         self.directory = directory
         // Several nodes on one store: leases and wake-ups (NodeLeases); one node: commits go
         // straight to the connected devices.
@@ -64,7 +64,9 @@ final class GatewayCore: Sendable {
         self.deviceRequests = DeviceRateLimiter(perSecond: configuration.deviceRequestRateLimitPerSecond,
                                                 burst: configuration.deviceRequestRateLimitBurst, maximumKeys: keys)
         self.committer = PushCommitter(store: store, clock: configuration.clock, logger: configuration.logger, metrics: metrics,
-                                       maximumQueued: configuration.maximumQueuedPushes) { stored in
+                                       maximumQueued: configuration.maximumQueuedPushes,
+                                       maximumBatch: (pushes: configuration.maximumPushesPerCommit,
+                                                      acknowledgements: configuration.maximumAcknowledgementsPerCommit)) { stored in
             if leases != nil { hub.wake(Set(stored.map(\.push.deviceID))) } else { hub.deliver(stored) }
         }
     }
@@ -87,12 +89,12 @@ final class GatewayCore: Sendable {
             while true {
                 let n = try step()
                 total += n
-                if n < Self.pruneBatch { return total }
+                if n < configuration.maintenanceBatchSize { return total }
             }
         }
-        let expired = try batches { try store.expirePushes(now: now, limit: Self.pruneBatch) }
+        let expired = try batches { try store.expirePushes(now: now, limit: configuration.maintenanceBatchSize) }
         let before = now.saturatingSubtract(configuration.pushRetention.milliseconds)
-        let pruned = try batches { try store.prunePushes(finishedBefore: before, limit: Self.pruneBatch) }
+        let pruned = try batches { try store.prunePushes(finishedBefore: before, limit: configuration.maintenanceBatchSize) }
         if expired > 0 || pruned > 0 {
             logger.info("maintenance", metadata: ["expired": "\(expired)", "pruned": "\(pruned)"])
         }

@@ -28,11 +28,31 @@ final class GatewayDirectory: Sendable {
     }
 
     private let state = Mutex(State())
+    /// Bumped after a cached key is dropped (revoked on this or another node, changed, or every
+    /// entry dropped): a provider connection whose token was verified under an older number
+    /// looks its key up again before its next request is accepted (one atomic load per request
+    /// otherwise; `ProviderAuthenticationStateMachine`).
+    private let generation = Atomic<UInt64>(0)
     let store: any GatewayStore
     /// How long a miss is trusted before the store is asked again.
-    let negativeCacheMilliseconds: EpochMilliseconds = 1000
+    let negativeCacheMilliseconds: EpochMilliseconds
+    /// Misses remembered per kind, at most (tokens; keys and apps): past it that kind's are all
+    /// forgotten, so memory stays bounded whatever providers send.
+    let maximumMissedTokens: Int
+    let maximumMissedNames: Int
 
-    init(store: any GatewayStore) { self.store = store }
+    init(store: any GatewayStore, negativeCacheDuration: Duration = .seconds(1), maximumMissedTokens: Int = 100_000,
+         maximumMissedNames: Int = 10_000) {
+        self.store = store
+        self.negativeCacheMilliseconds = negativeCacheDuration.milliseconds
+        self.maximumMissedTokens = maximumMissedTokens
+        self.maximumMissedNames = maximumMissedNames
+    }
+
+    /// Misses remembered now (tokens, keys, apps): what the limits bound.
+    var missCounts: (tokens: Int, keys: Int, apps: Int) {
+        state.withLock { ($0.missedTokens.count, $0.missedKeys.count, $0.missedApps.count) }
+    }
 
     /// Loads every key and app.
     func preload() throws(GatewayStoreError) {
@@ -75,13 +95,18 @@ final class GatewayDirectory: Sendable {
         }
     }
 
+    /// A new miss past `maximum` forgets every remembered one first (0: nothing is remembered).
+    private static func remember(miss key: String, at now: EpochMilliseconds, in misses: inout [String: EpochMilliseconds], maximum: Int) {
+        if misses[key] == nil && misses.count >= maximum { misses.removeAll() }
+        if maximum > 0 { misses[key] = now }
+    }
+
     /// Blocking: call from a thread pool.
     func loadKey(_ id: String, now: EpochMilliseconds) throws(GatewayStoreError) -> ProviderKey? {
         let key = try store.key(id: id).flatMap(Self.providerKey)
         state.withLock { s in
             if let key { s.keys[id] = key } else {
-                if s.missedKeys.count > 10_000 { s.missedKeys.removeAll() }
-                s.missedKeys[id] = now
+                Self.remember(miss: id, at: now, in: &s.missedKeys, maximum: maximumMissedNames)
             }
         }
         return key
@@ -92,8 +117,7 @@ final class GatewayDirectory: Sendable {
         let app = try store.app(bundleID: bundleID)
         state.withLock { s in
             if let app { s.apps[bundleID] = app } else {
-                if s.missedApps.count > 10_000 { s.missedApps.removeAll() }
-                s.missedApps[bundleID] = now
+                Self.remember(miss: bundleID, at: now, in: &s.missedApps, maximum: maximumMissedNames)
             }
         }
         return app
@@ -105,8 +129,7 @@ final class GatewayDirectory: Sendable {
         let info = record.map { TokenInfo(deviceID: $0.deviceID, bundleID: $0.bundleID, environment: $0.environment, unregisteredAt: $0.unregisteredAt) }
         state.withLock { s in
             if let info { s.tokens[token] = info } else {
-                if s.missedTokens.count > 100_000 { s.missedTokens.removeAll() }
-                s.missedTokens[token] = now
+                Self.remember(miss: token, at: now, in: &s.missedTokens, maximum: maximumMissedTokens)
             }
         }
         return info
@@ -165,7 +188,11 @@ final class GatewayDirectory: Sendable {
         }
     }
 
-    /// Another node changed this entry: the next lookup asks the store.
+    var keyGeneration: UInt64 { generation.load(ordering: .acquiring) }
+
+    /// Another node changed this entry: the next lookup asks the store. A key's connections
+    /// re-check it (the generation moves after the entry is gone, so a connection that sees
+    /// the new number finds the store's answer).
     func forget(_ change: GatewayRegistryChange) {
         state.withLock { s in
             switch change {
@@ -174,11 +201,30 @@ final class GatewayDirectory: Sendable {
             case .token(let token): s.tokens[token] = nil; s.missedTokens[token] = nil
             }
         }
+        if case .key = change { generation.add(1, ordering: .releasing) }
     }
 
     /// Changes may have been missed (the notification channel dropped): every lookup asks the
     /// store again.
     func forgetAll() {
         state.withLock { s in s = State() }
+        generation.add(1, ordering: .releasing)
+    }
+
+    /// Blocking: call from a thread pool. Compares the cached keys with the store's and drops
+    /// every one that is gone or changed (a revocation whose notification was lost, or made on
+    /// a store that has none: SQLite). Run every `registryRefreshInterval`. Returns the key ids
+    /// dropped.
+    @discardableResult
+    func refreshKeys() throws(GatewayStoreError) -> [String] {
+        var stored: [String: ProviderKey] = [:]
+        for record in try store.keys() { stored[record.keyID] = Self.providerKey(record) }
+        let dropped: [String] = state.withLock { s in
+            let gone = s.keys.filter { id, key in stored[id] != key }.map(\.key)
+            for id in gone { s.keys[id] = nil }
+            return gone.sorted()
+        }
+        if !dropped.isEmpty { generation.add(1, ordering: .releasing) }
+        return dropped
     }
 }

@@ -348,7 +348,7 @@ final class ProviderConnectionHandler: ChannelInboundHandler, ProviderStreamRegi
         // provider token; then the topic's team.
         var missingKey: String?
         let authResult = clientCertificate()?.authenticate(head, now: now)
-            ?? auth.authenticate(authorization: head.authorization, now: now / 1000) { kid in
+            ?? auth.authenticate(authorization: head.authorization, now: now / 1000, keyGeneration: directory.keyGeneration) { kid in
             switch directory.cachedKey(kid, now: now) {
             case .hit(let key): return key
             case .miss: return nil

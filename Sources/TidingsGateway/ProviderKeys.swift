@@ -85,6 +85,14 @@ public struct GatewayRegistry: Sendable {
         do { return try store.keys() } catch { throw GatewayRegistryError(error.description) }
     }
 
+    /// Removes a key (`tidings keys revoke`); an unknown key id is an error and changes nothing.
+    @discardableResult
+    public func revokeKey(id: String) throws -> ProviderKeyRecord {
+        do { return try store.revokeKey(id: id) } catch {
+            throw GatewayRegistryError(error.isNotFound ? "no key \(id) (tidings keys list shows the keys)" : error.description)
+        }
+    }
+
     /// Gives a team a bundle ID (registering it again changes the storage policy).
     public func registerApp(bundleID: String, teamID: String, storagePolicy: StoragePolicy = .apns, now: Date = Date()) throws -> GatewayAppRecord {
         guard Topic(rawValue: bundleID) != nil else { throw GatewayRegistryError("\(bundleID) is not a valid bundle id") }

@@ -41,10 +41,14 @@ final class PushCommitter: Sendable {
     private let onCommitted: @Sendable ([StoredPush]) -> Void
     /// Requests waiting for the next transaction, at most.
     private let maximumQueued: Int
+    /// Pushes and acknowledgements in one transaction, at most (the rest go in the next one).
+    private let maximumBatch: (pushes: Int, acknowledgements: Int)
 
     init(store: any GatewayStore, clock: any WallClock, logger: Logger, metrics: GatewayMetrics, maximumQueued: Int = .max,
+         maximumBatch: (pushes: Int, acknowledgements: Int) = (.max, .max),
          onCommitted: @escaping @Sendable ([StoredPush]) -> Void) {
         self.maximumQueued = max(1, maximumQueued)
+        self.maximumBatch = (max(1, maximumBatch.pushes), max(1, maximumBatch.acknowledgements))
         self.store = store
         self.clock = clock
         self.logger = logger
@@ -104,10 +108,23 @@ final class PushCommitter: Sendable {
 
     private func run() {
         while true {
+            let limit = maximumBatch
             let (requests, acks, exit): ([Request], [Int64], Bool) = state.withLock { s in
-                let r = s.requests, a = s.acks
-                s.requests.removeAll(keepingCapacity: true)
-                s.acks.removeAll(keepingCapacity: true)
+                let r: [Request], a: [Int64]
+                if s.requests.count <= limit.pushes {
+                    r = s.requests
+                    s.requests.removeAll(keepingCapacity: true)
+                } else {
+                    r = Array(s.requests.prefix(limit.pushes))
+                    s.requests.removeFirst(limit.pushes)
+                }
+                if s.acks.count <= limit.acknowledgements {
+                    a = s.acks
+                    s.acks.removeAll(keepingCapacity: true)
+                } else {
+                    a = Array(s.acks.prefix(limit.acknowledgements))
+                    s.acks.removeFirst(limit.acknowledgements)
+                }
                 if r.isEmpty && a.isEmpty {
                     if s.stopping { s.stopped = true; return ([], [], true) }
                     s.writerIdle = true

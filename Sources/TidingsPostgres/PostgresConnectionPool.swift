@@ -78,8 +78,7 @@ final class PostgresConnectionPool: Sendable {
     /// Connections opened over the pool's life (a restart of PostgreSQL shows as new ones).
     let opened = Atomic<Int>(0)
 
-    init(url: PostgresStoreURL, maximumConnections: Int, connectTimeout: TimeAmount, acquireTimeout: Duration,
-         group: any EventLoopGroup, logger: Logger) throws {
+    init(url: PostgresStoreURL, limits: PostgresStoreLimits, group: any EventLoopGroup, logger: Logger) throws {
         let tls: PostgresConnection.Configuration.TLS
         switch url.tls {
         case .disable: tls = .disable
@@ -88,13 +87,13 @@ final class PostgresConnectionPool: Sendable {
         }
         var configuration = PostgresConnection.Configuration(host: url.host, port: url.port, username: url.username,
                                                              password: url.password, database: url.database, tls: tls)
-        configuration.options.connectTimeout = connectTimeout
+        configuration.options.connectTimeout = .milliseconds(limits.connectTimeout.wholeMilliseconds)
+        configuration.options.additionalStartupParameters = [("statement_timeout", "\(limits.statementTimeout.wholeMilliseconds)")]
         self.configuration = configuration
         self.group = group
         self.logger = logger
-        self.permits = DispatchSemaphore(value: max(1, maximumConnections))
-        let ms = max(1, Int(acquireTimeout.components.seconds * 1000 + acquireTimeout.components.attoseconds / 1_000_000_000_000_000))
-        self.acquireTimeout = .milliseconds(ms)
+        self.permits = DispatchSemaphore(value: limits.maximumConnections)
+        self.acquireTimeout = .milliseconds(Int(limits.acquireTimeout.wholeMilliseconds))
     }
 
     /// Runs `body` on a connection of its own. A connection whose call failed is closed unless
@@ -113,7 +112,10 @@ final class PostgresConnectionPool: Sendable {
             if let psql = error as? PSQLError, psql.code == .server, !connection.isClosed {
                 give(connection)
             } else {
-                let _: EventLoopFuture<Void> = connection.close()
+                // Waited for: a connection released before its close completed trips
+                // PostgresNIO's "deinitialized before being closed" assertion.
+                let closing: EventLoopFuture<Void> = connection.close()
+                try? closing.wait()
             }
             throw error
         }

@@ -41,27 +41,27 @@ public final class PostgresGatewayStore: GatewayStore {
     static let registryChannel = "gw_registry"
 
     /// The number of pushes per partition of a new database's push log.
-    public static let defaultPartitionSize: Int64 = 1_000_000
+    public static let defaultPartitionSize: Int64 = PostgresStoreLimits().partitionSize
+    /// What bounds the store's connections, waits and partitions.
+    public let limits: PostgresStoreLimits
 
     /// Connects (creating and migrating the schema). Fails when PostgreSQL cannot be reached:
     /// a gateway does not start without its database, but once started it rides out outages
     /// (each call fails while PostgreSQL is away, the next one after it returns works).
-    public init(url: PostgresStoreURL, maximumConnections: Int = 8, partitionSize: Int64 = PostgresGatewayStore.defaultPartitionSize,
-                connectTimeout: Duration = .seconds(5), acquireTimeout: Duration = .seconds(10),
+    public init(url: PostgresStoreURL, limits: PostgresStoreLimits,
                 group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
                 logger: Logger = Logger(label: "tidings.postgres")) throws(GatewayStoreError) {
+        if let problem = limits.problem { throw .backend("PostgreSQL store: \(problem)") }
         self.url = url
         self.logger = logger
+        self.limits = limits
         do {
-            let timeout = TimeAmount.milliseconds(connectTimeout.components.seconds * 1000
-                                                  + connectTimeout.components.attoseconds / 1_000_000_000_000_000)
-            pool = try PostgresConnectionPool(url: url, maximumConnections: maximumConnections, connectTimeout: timeout,
-                                              acquireTimeout: acquireTimeout, group: group, logger: logger)
+            pool = try PostgresConnectionPool(url: url, limits: limits, group: group, logger: logger)
         } catch {
             throw .backend("cannot set up TLS for \(url): \(error)")
         }
         do {
-            try Self.migrate(pool: pool, partitionSize: max(1, partitionSize), logger: logger)
+            try Self.migrate(pool: pool, partitionSize: limits.partitionSize, logger: logger)
             self.partitionSize = try Self.storedPartitionSize(pool: pool, logger: logger)
         } catch {
             pool.close()
@@ -69,15 +69,32 @@ public final class PostgresGatewayStore: GatewayStore {
         }
     }
 
+    public convenience init(url: PostgresStoreURL, maximumConnections: Int = 8, partitionSize: Int64 = PostgresGatewayStore.defaultPartitionSize,
+                            group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+                            logger: Logger = Logger(label: "tidings.postgres")) throws(GatewayStoreError) {
+        var limits = PostgresStoreLimits()
+        limits.maximumConnections = maximumConnections
+        limits.partitionSize = partitionSize
+        try self.init(url: url, limits: limits, group: group, logger: logger)
+    }
+
     /// Parses `url` (`postgres://…`), then connects.
-    public convenience init(url text: String, maximumConnections: Int = 8,
-                            partitionSize: Int64 = PostgresGatewayStore.defaultPartitionSize) throws(GatewayStoreError) {
+    public convenience init(url text: String, limits: PostgresStoreLimits) throws(GatewayStoreError) {
         let url: PostgresStoreURL
         switch PostgresStoreURL.parse(text) {
         case .success(let u): url = u
         case .failure(let error): throw .backend("--database: \(error)")
         }
-        try self.init(url: url, maximumConnections: maximumConnections, partitionSize: partitionSize)
+        try self.init(url: url, limits: limits)
+    }
+
+    /// Parses `url` (`postgres://…`), then connects.
+    public convenience init(url text: String, maximumConnections: Int = 8,
+                            partitionSize: Int64 = PostgresGatewayStore.defaultPartitionSize) throws(GatewayStoreError) {
+        var limits = PostgresStoreLimits()
+        limits.maximumConnections = maximumConnections
+        limits.partitionSize = partitionSize
+        try self.init(url: text, limits: limits)
     }
 
     deinit {
@@ -94,7 +111,7 @@ public final class PostgresGatewayStore: GatewayStore {
     /// The LISTEN connection, while listening.
     let wakeListener = Mutex<WakeListener?>(nil)
     /// How long the LISTEN connection waits before connecting again after it dropped.
-    public var listenRetryDelay: DispatchTimeInterval { .milliseconds(200) }
+    public var listenRetryDelay: DispatchTimeInterval { .milliseconds(Int(limits.reconnectDelay.wholeMilliseconds)) }
 
     /// Connections opened so far (a PostgreSQL restart shows as new ones).
     public var connectionsOpened: Int { pool.opened.load(ordering: .relaxed) }
@@ -289,6 +306,23 @@ public final class PostgresGatewayStore: GatewayStore {
 
     public func keys() throws(GatewayStoreError) -> [ProviderKeyRecord] {
         try decode(execute("SELECT \(unescaped: Self.keyColumns) FROM gw_keys ORDER BY key_id"), Self.keyRecord)
+    }
+
+    /// Deletes the key and tells every node (`key:<id>` on the registry channel, sent at the
+    /// commit): each drops it from its cache and re-checks the connections authorized with it.
+    @discardableResult
+    public func revokeKey(id: String) throws(GatewayStoreError) -> ProviderKeyRecord {
+        let logger = self.logger
+        // Not found is an answer, not a failure: the transaction commits (nothing deleted, nothing
+        // sent) and the pool keeps its connection.
+        let removed: ProviderKeyRecord? = try transaction { c in
+            let removed = try c.query("DELETE FROM gw_keys WHERE key_id = \(id) RETURNING \(unescaped: Self.keyColumns)",
+                                      logger: logger).wait().rows.map(Self.keyRecord).first
+            if removed != nil { _ = try c.query("SELECT pg_notify(\(Self.registryChannel), \("key:" + id))", logger: logger).wait() }
+            return removed
+        }
+        guard let removed else { throw .notFound("key \(id)") }
+        return removed
     }
 
     private func decode<T>(_ result: PostgresQueryResult, _ row: (PostgresRow) throws -> T) throws(GatewayStoreError) -> [T] {

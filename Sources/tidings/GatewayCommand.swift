@@ -5,6 +5,8 @@ import NIOCore
 import ServiceLifecycle
 import TidingsCore
 import TidingsGateway
+import TidingsPostgres
+import TidingsSQLite
 
 /// `tidings gateway`: the APNs-compatible push gateway on its own.
 struct GatewayCommand: AsyncParsableCommand {
@@ -79,6 +81,68 @@ struct GatewayListenOptions: ParsableArguments {
     @Option(name: .customLong("new-device-rate-limit"), help: "New device identities per second, over all sources (per source: a tenth); 0: no limit (load tests).")
     var newDeviceRateLimit: Double = 100
 
+    // The stores' limits (docs/security.md, "Store limits").
+    @Option(name: .customLong("database-connections"), help: "PostgreSQL connections per node, at most (1–1000; the LISTEN connection is one more).")
+    var databaseConnections: Int = PostgresStoreLimits().maximumConnections
+
+    @Option(name: .customLong("database-connect-timeout"), help: "Seconds connecting to PostgreSQL may take (0.001–3600).")
+    var databaseConnectTimeout: Double = 5
+
+    @Option(name: .customLong("database-acquire-timeout"), help: "Seconds a call waits for a free PostgreSQL connection before it fails (0.001–3600).")
+    var databaseAcquireTimeout: Double = 10
+
+    @Option(name: .customLong("database-statement-timeout"), help: "PostgreSQL's statement_timeout in seconds: a statement still running is cancelled (0.001–3600).")
+    var databaseStatementTimeout: Double = 30
+
+    @Option(name: .customLong("database-partition-size"), help: "Pushes per partition of a new PostgreSQL database's push log (an existing database keeps its own).")
+    var databasePartitionSize: Int64 = PostgresStoreLimits().partitionSize
+
+    @Option(name: .customLong("sqlite-busy-timeout"), help: "Seconds a SQLite statement waits for another connection's lock (0.001–3600).")
+    var sqliteBusyTimeout: Double = 10
+
+    @Option(name: .customLong("sqlite-wal-limit"), help: "WAL pages at which the SQLite writer checkpoints itself: the WAL's bound (at least 1000, the background checkpoint threshold).")
+    var sqliteWALLimit: Int = SQLiteStoreLimits().walPageLimit
+
+    @Option(name: .customLong("commit-batch"), help: "Pushes in one group commit (one transaction), at most (1–1000000); the rest go in the next.")
+    var commitBatch: Int = 4_096
+
+    @Option(name: .customLong("registry-refresh"), help: "Seconds between checks of the cached provider keys against the store: how long a revoked key may keep working on a node that missed the notification, or on SQLite (0.001–86400).")
+    var registryRefresh: Double = 5
+
+    /// Seconds from an option, in its range (a clear message otherwise).
+    static func seconds(_ value: Double, _ option: String, in range: ClosedRange<Double> = 0.001...3_600) throws -> Duration {
+        guard value.isFinite, range.contains(value) else {
+            throw ValidationError("\(option) is a number of seconds from \(range.lowerBound) to \(range.upperBound); got \(value)")
+        }
+        return .milliseconds(Int64((value * 1000).rounded()))
+    }
+
+    func applyStoreLimits(to c: inout GatewayConfiguration) throws {
+        guard PostgresStoreLimits.connectionRange.contains(databaseConnections) else {
+            throw ValidationError("--database-connections is 1 to \(PostgresStoreLimits.connectionRange.upperBound); got \(databaseConnections)")
+        }
+        c.postgres.maximumConnections = databaseConnections
+        c.postgres.connectTimeout = try Self.seconds(databaseConnectTimeout, "--database-connect-timeout")
+        c.postgres.acquireTimeout = try Self.seconds(databaseAcquireTimeout, "--database-acquire-timeout")
+        c.postgres.statementTimeout = try Self.seconds(databaseStatementTimeout, "--database-statement-timeout")
+        guard PostgresStoreLimits.partitionSizeRange.contains(databasePartitionSize) else {
+            throw ValidationError("--database-partition-size is 1 to \(PostgresStoreLimits.partitionSizeRange.upperBound); got \(databasePartitionSize)")
+        }
+        c.postgres.partitionSize = databasePartitionSize
+        c.sqlite.busyTimeout = try Self.seconds(sqliteBusyTimeout, "--sqlite-busy-timeout")
+        guard (c.sqlite.checkpointPages...SQLiteStoreLimits.pageRange.upperBound).contains(sqliteWALLimit) else {
+            throw ValidationError("--sqlite-wal-limit is \(c.sqlite.checkpointPages) to \(SQLiteStoreLimits.pageRange.upperBound) pages; got \(sqliteWALLimit)")
+        }
+        c.sqlite.walPageLimit = sqliteWALLimit
+        guard GatewayConfiguration.commitBatchRange.contains(commitBatch) else {
+            throw ValidationError("--commit-batch is 1 to \(GatewayConfiguration.commitBatchRange.upperBound); got \(commitBatch)")
+        }
+        c.maximumPushesPerCommit = commitBatch
+        let refresh = try Self.seconds(registryRefresh, "--registry-refresh", in: 0.001...86_400)
+        c.registryRefreshInterval = .milliseconds(refresh.components.seconds * 1000 + refresh.components.attoseconds / 1_000_000_000_000_000)
+        if let problem = c.problem { throw ValidationError(problem) }
+    }
+
     /// `--push-retention`'s largest value: 10 years.
     static let maximumPushRetention = 10 * 365 * 24 * 3600
 
@@ -106,6 +170,7 @@ struct GatewayListenOptions: ParsableArguments {
         c.maximumProviderConnections = maxProviderConnections
         c.maximumProviderConnectionsPerAddress = maxProviderConnectionsPerAddress
         if let url = try gatewayDatabaseURL(database) { c.storage = .postgres(url: url) }
+        try applyStoreLimits(to: &c)
     }
 }
 

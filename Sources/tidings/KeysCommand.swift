@@ -5,18 +5,29 @@ import TidingsGateway
 import TidingsPostgres
 import TidingsStorage
 
-/// `tidings keys create|list`: provider signing keys (.p8) and their teams.
+/// `tidings keys create|list|revoke|token`: provider signing keys (.p8) and their teams.
 struct Keys: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Create and list provider signing keys (.p8) for token-based authentication.",
-        subcommands: [KeysCreate.self, KeysList.self, KeysToken.self])
+        abstract: "Create, list and revoke provider signing keys (.p8) for token-based authentication.",
+        subcommands: [KeysCreate.self, KeysList.self, KeysRevoke.self, KeysToken.self])
+}
+
+/// Where the key commands find the registry: a data directory's SQLite file, or the
+/// PostgreSQL database of a cluster of gateway nodes.
+struct RegistryLocation: ParsableArguments {
+    @Option(name: .customLong("data-dir"), help: "The gateway's data directory.")
+    var dataDirectory: String?
+
+    @Option(name: .customLong("database"), help: "The gateway nodes' PostgreSQL database (postgres://…; default: $TIDINGS_DATABASE_URL, else gateway.sqlite in the data directory).")
+    var database: String?
+
+    func registry() throws -> GatewayRegistry { try gatewayRegistry(dataDirectory, database: database) }
 }
 
 struct KeysCreate: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "create", abstract: "Make a P-256 key, write it as a .p8 file and register its key id for a team.")
 
-    @Option(name: .customLong("data-dir"), help: "The gateway's data directory.")
-    var dataDirectory: String?
+    @OptionGroup var location: RegistryLocation
 
     @Option(help: "The team id (the JWT's iss), e.g. TEAM123456.")
     var team: String
@@ -44,7 +55,7 @@ struct KeysCreate: AsyncParsableCommand {
         } else {
             env = nil
         }
-        let registry = try gatewayRegistry(dataDirectory)
+        let registry = try location.registry()
         let (key, record) = try registry.createKey(teamID: team, keyID: keyID, environment: env)
         let path = output ?? "AuthKey_\(record.keyID).p8"
         guard FileManager.default.createFile(atPath: path, contents: Data(key.pem.utf8), attributes: [.posixPermissions: 0o600]) else {
@@ -64,11 +75,10 @@ struct KeysCreate: AsyncParsableCommand {
 struct KeysList: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "list", abstract: "List registered keys and apps.")
 
-    @Option(name: .customLong("data-dir"), help: "The gateway's data directory.")
-    var dataDirectory: String?
+    @OptionGroup var location: RegistryLocation
 
     func run() async throws {
-        let registry = try gatewayRegistry(dataDirectory)
+        let registry = try location.registry()
         let keys = try registry.keys()
         if keys.isEmpty { print("no keys; make one with: tidings keys create --team TEAMID") }
         for k in keys {
@@ -77,6 +87,27 @@ struct KeysList: AsyncParsableCommand {
         for a in try registry.apps() {
             print("app \(a.bundleID)  team \(a.teamID)  storage policy \(a.storagePolicy)")
         }
+    }
+}
+
+struct KeysRevoke: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "revoke",
+        abstract: "Revoke a key: provider tokens signed by it are refused (403 InvalidProviderToken), also on open connections.",
+        discussion: """
+            With --database every gateway node on that database is told at once and stops accepting the key within \
+            a second; a node that missed the notification, or a gateway on the SQLite data directory, finds out at \
+            its next registry refresh (--registry-refresh, 5 s by default). An unknown key id changes nothing.
+            """)
+
+    @OptionGroup var location: RegistryLocation
+
+    @Argument(help: "The key id (the JWT's kid).")
+    var keyID: String
+
+    func run() async throws {
+        let record = try location.registry().revokeKey(id: keyID)
+        print("revoked key \(record.keyID) (team \(record.teamID))")
     }
 }
 
@@ -114,9 +145,9 @@ func gatewayDatabaseURL(_ option: String?) throws -> String? {
 }
 
 /// The registry the CLI's key, app and status commands use: the PostgreSQL store when
-/// `$TIDINGS_DATABASE_URL` names one (the gateway nodes' shared registry), else the data
-/// directory's SQLite file.
-func gatewayRegistry(_ dataDirectory: String?) throws -> GatewayRegistry {
-    if let url = try gatewayDatabaseURL(nil) { return GatewayRegistry(store: try PostgresGatewayStore(url: url, maximumConnections: 1)) }
+/// `--database` or `$TIDINGS_DATABASE_URL` names one (the gateway nodes' shared registry),
+/// else the data directory's SQLite file.
+func gatewayRegistry(_ dataDirectory: String?, database: String? = nil) throws -> GatewayRegistry {
+    if let url = try gatewayDatabaseURL(database) { return GatewayRegistry(store: try PostgresGatewayStore(url: url, maximumConnections: 1)) }
     return try GatewayRegistry(dataDirectory: gatewayDataDirectory(dataDirectory))
 }

@@ -217,6 +217,32 @@ struct APNsProviderTokenTests {
         #expect(m.boundProvider?.keyID == "ABC123DEFG")
     }
 
+    /// The cached token is looked up again when the registry's key generation moves (a key was
+    /// revoked or changed somewhere), once per move: a key that is gone or was replaced makes
+    /// the same token `InvalidProviderToken`; the same key keeps it valid with no lookup until
+    /// the next move.
+    @Test func cachedTokenIsRecheckedWhenTheKeyGenerationMoves() throws {
+        var m = machine()
+        let provider = AuthenticatedProvider(teamID: "TEAM123456", keyID: "ABC123DEFG")
+        let token = try bearer(iat: now)
+        #expect(m.authenticate(authorization: token, now: now, keyGeneration: 7, lookupKey: { _ in registered() }) == .success(provider))
+        // Same generation: no lookup (a failing one proves it).
+        #expect(m.authenticate(authorization: token, now: now, keyGeneration: 7, lookupKey: { _ in nil }) == .success(provider))
+        // Moved, key still there: looked up once, then cached again at the new generation.
+        var lookups: [String] = []
+        #expect(m.authenticate(authorization: token, now: now, keyGeneration: 8, lookupKey: { lookups.append($0); return registered() }) == .success(provider))
+        #expect(lookups == ["ABC123DEFG"])
+        #expect(m.authenticate(authorization: token, now: now, keyGeneration: 8, lookupKey: { _ in nil }) == .success(provider))
+        // Moved, key gone (revoked): refused, and refused again while it stays gone.
+        #expect(m.authenticate(authorization: token, now: now, keyGeneration: 9, lookupKey: { _ in nil }) == .failure(APNsError(.invalidProviderToken)))
+        #expect(m.authenticate(authorization: token, now: now, keyGeneration: 9, lookupKey: { _ in nil }) == .failure(APNsError(.invalidProviderToken)))
+        // Registered again under the same id with another key: the old token does not verify.
+        let replaced = ProviderKey(keyID: "ABC123DEFG", teamID: "TEAM123456", publicKey: P256.Signing.PrivateKey().publicKey)
+        #expect(m.authenticate(authorization: token, now: now, keyGeneration: 10, lookupKey: { _ in replaced }) == .failure(APNsError(.invalidProviderToken)))
+        // The original key back: the token is good again.
+        #expect(m.authenticate(authorization: token, now: now, keyGeneration: 11, lookupKey: { _ in registered() }) == .success(provider))
+    }
+
     @Test func environmentRestrictedKey() throws {
         var m = machine()
         #expect(m.authenticate(authorization: try bearer(iat: now), now: now, lookupKey: { _ in registered(.production) }) == .failure(APNsError(.badEnvironmentKeyIdInToken)))

@@ -13,6 +13,32 @@ struct CLITests {
         try await ThirdPartyClientTests.run(CrashTests.executable!, arguments)
     }
 
+    /// `tidings keys revoke` on a data directory: the key is gone from `keys list`, the other
+    /// stays; an unknown key id (or one revoked already) is a clear message, exit 1, nothing changed.
+    @Test func keysRevoke() async throws {
+        guard requireTool(CrashTests.executable != nil, "the tidings executable next to the test bundle") else { return }
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-revoke-\(UUID().uuidString)").path
+        for id in ["REVOKEME01", "KEEPME0001"] {
+            let created = try await tidings(["keys", "create", "--data-dir", dir, "--team", "CLITEAM123", "--key-id", id, "-o", "\(dir)/\(id).p8"])
+            #expect(created.status == 0, "\(created.stderr)")
+        }
+        let revoked = try await tidings(["keys", "revoke", "REVOKEME01", "--data-dir", dir])
+        #expect(revoked.status == 0, "\(revoked.stderr)")
+        #expect(revoked.stdout.contains("revoked key REVOKEME01 (team CLITEAM123)"))
+        for unknown in ["REVOKEME01", "NOSUCHKEY1"] {
+            let refused = try await tidings(["keys", "revoke", unknown, "--data-dir", dir])
+            #expect(refused.status == 1)
+            #expect(refused.stderr.contains("no key \(unknown)"), "\(refused.stderr)")
+        }
+        let listed = try await tidings(["keys", "list", "--data-dir", dir])
+        #expect(listed.stdout.contains("KEEPME0001  team CLITEAM123"))
+        #expect(!listed.stdout.contains("REVOKEME01"))
+        let badURL = try await tidings(["keys", "revoke", "KEEPME0001", "--database", "mysql://x/y"])
+        #expect(badURL.status != 0)
+        #expect(badURL.stderr.contains("--database: not a postgres:// URL"), "\(badURL.stderr)")
+        #expect(try await tidings(["keys", "list", "--data-dir", dir]).stdout.contains("KEEPME0001"))
+    }
+
     @Test func keysAppsPushStatus() async throws {
         guard requireTool(CrashTests.executable != nil, "the tidings executable next to the test bundle") else { return }
         let h = try await GatewayHarness.start(store: .sqlite, registerKey: false)

@@ -87,23 +87,113 @@ struct GatewayNodesTests {
         let devicePort: Int
         let certificatePath: String
 
-        init(databaseURL: String) async throws {
+        init(databaseURL: String, extraArguments: [String] = [], name: String = "node-a") async throws {
             let dir = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-node-\(UUID().uuidString.prefix(8))")
             try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
             child = try ChildProcess(BuiltProducts.tidings, ["gateway", "--data-dir", dir.path, "--listen", "127.0.0.1:0",
                                                              "--device-listen", "127.0.0.1:0", "--admin-listen", "off",
-                                                             "--database", databaseURL, "--log-level", "error", "--threads", "1"],
-                                     directory: dir, name: "node-a")
+                                                             "--database", databaseURL, "--log-level", "error", "--threads", "1"]
+                                                            + extraArguments,
+                                     directory: dir, name: name)
             guard await child.waitForOutput("self-signed certificate: "),
                   let provider = child.port(after: "provider API on "), let device = child.port(after: "device channel on "),
                   let certificate = child.value(after: "self-signed certificate: ") else {
                 child.stop()
-                throw APNsClientError("node A did not start: \(child.output)")
+                throw APNsClientError("\(name) did not start: \(child.output)")
             }
             providerPort = provider
             devicePort = device
             certificatePath = certificate
         }
+
+        /// A provider connection to this node.
+        func connect() async throws -> APNsConnection {
+            var configuration = APNsClientConfiguration(host: "127.0.0.1", port: providerPort, useTLS: true, trustRootPaths: [certificatePath])
+            configuration.authority = "127.0.0.1"
+            return try await APNsConnection.connect(configuration)
+        }
+    }
+
+    /// `tidings keys revoke K` against the database two `tidings gateway` processes share:
+    /// both answer `403 InvalidProviderToken` for K on the provider connections that were
+    /// already authorized with it and on new ones, within a bounded time (the notification;
+    /// the registry refresh is set to an hour so that it cannot be what did it); another key
+    /// of the same team keeps working on both; `tidings keys list` shows what is left.
+    @Test func aKeyRevokedWithTheCLIIsRefusedOnEveryNode() async throws {
+        guard let cluster = try PostgresCluster.shared() else { return }
+        let url = try cluster.createDatabase(prefix: "revoke")
+        let work = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-revoke-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
+        let team = "REVOKETEAM"
+        var signing: [String: ProviderSigningKey] = [:]
+        for id in ["REVOKED001", "KEPT000001"] {
+            let p8 = work.appendingPathComponent("\(id).p8").path
+            let created = try runTidings(["keys", "create", "--database", url, "--team", team, "--key-id", id, "-o", p8,
+                                          "--app", GatewayHarness.bundleID])
+            #expect(created.status == 0, "\(created.output)")
+            signing[id] = try ProviderSigningKey(p8File: p8)
+        }
+        let slowRefresh = ["--registry-refresh", "3600"]
+        let nodeA = try await ChildNode(databaseURL: url, extraArguments: slowRefresh, name: "node-a")
+        defer { nodeA.child.stop() }
+        let nodeB = try await ChildNode(databaseURL: url, extraArguments: slowRefresh, name: "node-b")
+        defer { nodeB.child.stop() }
+
+        let device = try await DeviceConnection.connect(DeviceClientConfiguration(
+            host: "127.0.0.1", port: nodeA.devicePort, deviceKey: .init(), trustRootPaths: [nodeA.certificatePath]))
+        let deviceToken = try await device.requestToken(topic: GatewayHarness.bundleID, environment: .development).hex
+        func request(_ keyID: String) throws -> APNsRequest {
+            let jwt = try #require(signing[keyID]).token(keyID: keyID, teamID: team)
+            return APNsRequest(deviceToken: deviceToken, headers: [(name: "authorization", value: "bearer " + jwt),
+                                                                   (name: "apns-topic", value: GatewayHarness.bundleID),
+                                                                   (name: "apns-push-type", value: "alert")],
+                               body: Array(#"{"aps":{"alert":"hi"}}"#.utf8))
+        }
+        let revoked = try request("REVOKED001"), kept = try request("KEPT000001")
+        var open: [(node: String, revoked: APNsConnection, kept: APNsConnection)] = []
+        for (name, node) in [("A", nodeA), ("B", nodeB)] {
+            let r = try await node.connect(), k = try await node.connect()
+            #expect(try await r.send(revoked).status == 200, "node \(name), before")
+            #expect(try await k.send(kept).status == 200, "node \(name), before")
+            open.append((name, r, k))
+        }
+
+        let revoking = try runTidings(["keys", "revoke", "REVOKED001", "--database", url])
+        #expect(revoking.status == 0, "\(revoking.output)")
+        #expect(revoking.output.contains("revoked key REVOKED001"))
+        let since = ContinuousClock.now
+        for connection in open {
+            var answer = try await connection.revoked.send(revoked)
+            while answer.status == 200 && ContinuousClock.now - since < .seconds(5) {
+                try await Task.sleep(for: .milliseconds(20))
+                answer = try await connection.revoked.send(revoked)
+            }
+            #expect(answer.status == 403, "node \(connection.node), open connection")
+            #expect(answer.reason == "InvalidProviderToken")
+            #expect(try await connection.kept.send(kept).status == 200, "node \(connection.node): the other key")
+        }
+        #expect(ContinuousClock.now - since < .seconds(5))
+        for (name, node) in [("A", nodeA), ("B", nodeB)] {
+            let fresh = try await node.connect()
+            let answer = try await fresh.send(revoked)
+            #expect(answer.status == 403, "node \(name), new connection")
+            #expect(answer.reason == "InvalidProviderToken")
+            let other = try await node.connect()
+            #expect(try await other.send(kept).status == 200, "node \(name), new connection, the other key")
+            await fresh.close()
+            await other.close()
+        }
+        let listed = try runTidings(["keys", "list", "--database", url])
+        #expect(listed.output.contains("KEPT000001  team \(team)"))
+        #expect(!listed.output.contains("REVOKED001"))
+        let again = try runTidings(["keys", "revoke", "REVOKED001", "--database", url])
+        #expect(again.status == 1)
+        #expect(again.output.contains("no key REVOKED001"))
+        for connection in open {
+            await connection.revoked.close()
+            await connection.kept.close()
+        }
+        await device.close()
     }
 
     /// A push accepted by one node reaches a device connected to the other, in both

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Synchronization
 import Testing
 import TidingsCore
 import TidingsDevice
@@ -377,6 +378,7 @@ final class FaultyGatewayStore: GatewayStore {
     func addKey(_ key: ProviderKeyRecord) throws(GatewayStoreError) { try inner.addKey(key) }
     func key(id: String) throws(GatewayStoreError) -> ProviderKeyRecord? { inner.key(id: id) }
     func keys() throws(GatewayStoreError) -> [ProviderKeyRecord] { inner.keys() }
+    func revokeKey(id: String) throws(GatewayStoreError) -> ProviderKeyRecord { try inner.revokeKey(id: id) }
     func registerApp(_ app: GatewayAppRecord) throws(GatewayStoreError) { try inner.registerApp(app) }
     func app(bundleID: String) throws(GatewayStoreError) -> GatewayAppRecord? { inner.app(bundleID: bundleID) }
     func apps() throws(GatewayStoreError) -> [GatewayAppRecord] { inner.apps() }
@@ -391,7 +393,11 @@ final class FaultyGatewayStore: GatewayStore {
     func unregisterTokens(deviceID: String, bundleID: String, at: EpochMilliseconds) throws(GatewayStoreError) -> [DeviceTokenRecord] {
         inner.unregisterTokens(deviceID: deviceID, bundleID: bundleID, at: at)
     }
+    /// Pushes and acknowledgements of each commit, in order.
+    let commitSizes = Mutex<[[Int]]>([])
+
     func commit(pushes: [NewPush], acknowledged: [Int64], at: EpochMilliseconds) throws(GatewayStoreError) -> [StoredPush] {
+        commitSizes.withLock { $0.append([pushes.count, acknowledged.count]) }
         if failing == .commit { throw .backend("disk full") }
         if let commitGate, !pushes.isEmpty {
             commitEntered.signal()

@@ -127,6 +127,27 @@ struct GatewayStoreConformanceTests {
         #expect(try store.app(bundleID: "com.b") == nil)
     }
 
+    /// A revoked key is gone from `key(id:)` and `keys()`; the others stay; an unknown (or
+    /// already revoked) key id is `notFound` and changes nothing; the id can be registered again.
+    @Test(arguments: Backend.allCases)
+    func revokingAKeyRemovesOnlyThatKey(backend: Backend) throws {
+        let store = try backend.make()
+        let k1 = ProviderKeyRecord(keyID: "K1", teamID: "T1", publicKey: Data([4, 1, 2]), environment: .development, createdAt: 1)
+        let k2 = ProviderKeyRecord(keyID: "K2", teamID: "T1", publicKey: Data([4, 3]), environment: nil, createdAt: 2)
+        try store.addKey(k1)
+        try store.addKey(k2)
+        #expect(try store.revokeKey(id: "K1") == k1, "the removed record comes back")
+        #expect(try store.key(id: "K1") == nil)
+        #expect(try store.keys() == [k2])
+        for unknown in ["K1", "NOSUCHKEY", ""] {
+            #expect { try store.revokeKey(id: unknown) } throws: { ($0 as? GatewayStoreError)?.isNotFound == true }
+        }
+        #expect(try store.keys() == [k2], "a refused revocation changed nothing")
+        let again = ProviderKeyRecord(keyID: "K1", teamID: "T1", publicKey: Data([4, 9]), environment: nil, createdAt: 3)
+        try store.addKey(again)
+        #expect(try store.key(id: "K1") == again)
+    }
+
     @Test(arguments: Backend.allCases)
     func devicesAndTokens(backend: Backend) throws {
         let store = try backend.make()

@@ -1,7 +1,8 @@
 import Foundation
+import Synchronization
 import Testing
 import TidingsCore
-import TidingsPostgres
+@testable import TidingsPostgres
 import TidingsStorage
 import TidingsTestSupport
 
@@ -83,6 +84,73 @@ struct PostgresGatewayStoreTests {
         _ = try nodeA.commit(pushes: [], acknowledged: seqB, at: 200)
         #expect(try nodeB.pendingPushes(deviceID: "d1", after: 0, limit: 1000).map(\.sequence) == seqA)
         #expect(try nodeB.status(apnsID: "b0").first?.deliveredAt == 200)
+    }
+
+    /// A key revoked through one store (a node, or `tidings keys revoke`) is announced to every
+    /// other store listening on the database (`key:<id>` on the registry channel), once; a
+    /// revocation refused (unknown key id) announces nothing.
+    @Test func aRevokedKeyIsAnnouncedToTheOtherNodes() async throws {
+        guard let cluster = try PostgresCluster.shared() else { return }
+        let url = try cluster.createDatabase(prefix: "revoke")
+        let revoking = try PostgresGatewayStore(url: url, maximumConnections: 1, partitionSize: 100)
+        let listening = try PostgresGatewayStore(url: url, maximumConnections: 1, partitionSize: 100)
+        let changes = Mutex<[GatewayRegistryChange]>([])
+        listening.startListening(wake: { _ in }, registryChanged: { change in changes.withLock { $0.append(change) } },
+                                 reconnected: {})
+        defer { listening.stopListening() }
+        // Listening once an announcement arrives (the LISTEN is set up on its own thread).
+        for attempt in 0..<100 where !changes.withLock({ $0.contains(.key("READY")) }) {
+            if attempt % 10 == 0 {
+                _ = try? revoking.revokeKey(id: "READY")
+                try revoking.addKey(ProviderKeyRecord(keyID: "READY", teamID: "T", publicKey: Data([4]), environment: nil, createdAt: 1))
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        try revoking.addKey(ProviderKeyRecord(keyID: "K1", teamID: "T", publicKey: Data([4]), environment: nil, createdAt: 1))
+        #expect(throws: GatewayStoreError.self) { try revoking.revokeKey(id: "NOSUCHKEY") }
+        try revoking.revokeKey(id: "K1")
+        try revoking.addKey(ProviderKeyRecord(keyID: "DONE", teamID: "T", publicKey: Data([4]), environment: nil, createdAt: 1))
+        var seen: [GatewayRegistryChange] = []
+        for _ in 0..<500 {
+            seen = changes.withLock { $0 }
+            if seen.last == .key("DONE") { break }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        let afterReady = seen.drop { $0 != .key("READY") }.filter { $0 != .key("READY") }
+        #expect(afterReady == [.key("K1"), .key("K1"), .key("DONE")], "K1 added, K1 revoked; nothing for the unknown key")
+        #expect(try listening.key(id: "K1") == nil)
+    }
+
+    func limited(_ change: (inout PostgresStoreLimits) -> Void) throws -> PostgresGatewayStore? {
+        guard let cluster = try PostgresCluster.shared() else { return nil }
+        var limits = PostgresStoreLimits()
+        limits.partitionSize = 100
+        change(&limits)
+        return try PostgresGatewayStore(url: cluster.createDatabase(prefix: "limits"), limits: limits)
+    }
+
+    /// `statementTimeout` (here 200 ms) is PostgreSQL's `statement_timeout` on the store's
+    /// connections: a statement within it completes, one past it is cancelled by the server (a
+    /// store error), and the store goes on.
+    @Test func aStatementPastTheStatementTimeoutIsCancelled() throws {
+        guard let store = try limited({ $0.statementTimeout = .milliseconds(200); $0.maximumConnections = 1 }) else { return }
+        #expect(try store.execute("SHOW statement_timeout").rows.first?.decode(String.self) == "200ms")
+        _ = try store.execute("SELECT pg_sleep(0.05)")
+        #expect { try store.execute("SELECT pg_sleep(3)") } throws: { "\($0)".contains("57014") }
+        #expect(try store.keys().isEmpty, "the store goes on")
+    }
+
+    /// `maximumConnections` bounds the pool and `acquireTimeout` (here 100 ms) the wait for a
+    /// free connection: with one connection, a call made while it is taken (maintenance holds
+    /// its lock session) fails after the wait ("busy"); with two, the same call runs.
+    @Test func aCallWaitsAtMostTheAcquireTimeoutForAConnection() throws {
+        guard let one = try limited({ $0.maximumConnections = 1; $0.acquireTimeout = .milliseconds(100) }) else { return }
+        let started = ContinuousClock.now
+        #expect { try one.exclusively { try one.keys() } } throws: { "\($0)".contains("stayed busy") }
+        #expect(ContinuousClock.now - started < .seconds(5))
+        #expect(try one.keys().isEmpty, "the pool goes on")
+        guard let two = try limited({ $0.maximumConnections = 2; $0.acquireTimeout = .milliseconds(100) }) else { return }
+        #expect(try two.exclusively { try two.keys() } == [])
     }
 
     /// PostgreSQL stopped: every call fails with a store error (never a result that was not

@@ -30,6 +30,7 @@ public final class GatedGatewayStore: GatewayStore {
     public func addKey(_ key: ProviderKeyRecord) throws(GatewayStoreError) { try inner.addKey(key) }
     public func key(id: String) throws(GatewayStoreError) -> ProviderKeyRecord? { inner.key(id: id) }
     public func keys() throws(GatewayStoreError) -> [ProviderKeyRecord] { inner.keys() }
+    public func revokeKey(id: String) throws(GatewayStoreError) -> ProviderKeyRecord { try inner.revokeKey(id: id) }
     public func registerApp(_ app: GatewayAppRecord) throws(GatewayStoreError) { try inner.registerApp(app) }
     public func app(bundleID: String) throws(GatewayStoreError) -> GatewayAppRecord? { inner.app(bundleID: bundleID) }
     public func apps() throws(GatewayStoreError) -> [GatewayAppRecord] { inner.apps() }

@@ -75,6 +75,9 @@ public struct ProviderAuthenticationStateMachine: Sendable {
         var lastValidSecond: Int64
         var provider: AuthenticatedProvider
         var adoptedAt: Int64
+        /// The key that verified the token, and the registry generation it was looked up in.
+        var key: ProviderKey
+        var keyGeneration: UInt64
     }
 
     public let configuration: Configuration
@@ -90,10 +93,15 @@ public struct ProviderAuthenticationStateMachine: Sendable {
     public var boundProvider: AuthenticatedProvider? { binding }
 
     /// Checks the `authorization` header of one request at `now` (UNIX seconds).
-    /// `lookupKey` finds a registered key by key id.
+    /// `lookupKey` finds a registered key by key id. `keyGeneration` is the registry's count of
+    /// key removals and invalidations (`GatewayDirectory.keyGeneration`): when it differs from
+    /// the one the connection's token was verified in, the token's key is looked up again
+    /// (once per change, not per request), and a key that is gone (revoked) or was replaced
+    /// makes the same token `InvalidProviderToken`.
     public mutating func authenticate(
         authorization: String?,
         now: Int64,
+        keyGeneration: UInt64 = 0,
         lookupKey: (String) -> ProviderKey?
     ) -> Result<AuthenticatedProvider, APNsError> {
         guard let authorization, !authorization.isEmpty else { return .failure(APNsError(.missingProviderToken)) }
@@ -109,6 +117,12 @@ public struct ProviderAuthenticationStateMachine: Sendable {
         if let current, Self.bytes(of: authorization, from: utf8.distance(from: utf8.startIndex, to: tokenBytes.startIndex),
                                    equal: current.tokenString) {
             if now > current.lastValidSecond { return .failure(APNsError(.expiredProviderToken)) }
+            if current.keyGeneration != keyGeneration {
+                guard let key = lookupKey(current.provider.keyID), key == current.key else {
+                    return .failure(APNsError(.invalidProviderToken))
+                }
+                self.current?.keyGeneration = keyGeneration
+            }
             return .success(current.provider)
         }
         let tokenString = String(Substring(tokenBytes))
@@ -132,7 +146,7 @@ public struct ProviderAuthenticationStateMachine: Sendable {
             return .failure(APNsError(.tooManyProviderTokenUpdates))
         }
         current = Current(tokenString: tokenString, lastValidSecond: token.issuedAt.saturatingAdd(configuration.maximumTokenAge),
-                          provider: provider, adoptedAt: now)
+                          provider: provider, adoptedAt: now, key: key, keyGeneration: keyGeneration)
         binding = provider
         return .success(provider)
     }

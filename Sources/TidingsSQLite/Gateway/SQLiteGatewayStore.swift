@@ -25,10 +25,21 @@ public final class SQLiteGatewayStore: GatewayStore {
     public static let newDatabasePageSize = 8_192
 
     /// Opens (creating and migrating) the database at `path`.
-    public init(path: String, checkpointPages: Int = 1_000, walPageLimit: Int = 10_000) throws(GatewayStoreError) {
+    public convenience init(path: String, checkpointPages: Int = 1_000, walPageLimit: Int = 10_000) throws(GatewayStoreError) {
+        var limits = SQLiteStoreLimits()
+        limits.checkpointPages = max(1, checkpointPages)
+        limits.walPageLimit = max(limits.checkpointPages, walPageLimit)
+        try self.init(path: path, limits: limits)
+    }
+
+    /// Opens (creating and migrating) the database at `path`.
+    public init(path: String, limits: SQLiteStoreLimits) throws(GatewayStoreError) {
+        if let problem = limits.problem { throw .backend("SQLite store: \(problem)") }
+        let checkpointPages = limits.checkpointPages, walPageLimit = limits.walPageLimit
         var configuration = Configuration()
         configuration.journalMode = .wal
-        configuration.busyMode = .timeout(10)
+        let busy = limits.busyTimeout.components
+        configuration.busyMode = .timeout(Double(busy.seconds) + Double(busy.attoseconds) / 1e18)
         // Before GRDB turns on WAL: only a database without pages yet takes it.
         configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA page_size = \(Self.newDatabasePageSize)") }
         do {
@@ -243,6 +254,19 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     public func keys() throws(GatewayStoreError) -> [ProviderKeyRecord] {
         try read { db in try Row.fetchAll(db, sql: "SELECT * FROM gw_keys ORDER BY key_id").map(Self.keyRecord) }
+    }
+
+    /// A gateway running on this file sees it at its next registry refresh
+    /// (`GatewayConfiguration.registryRefreshInterval`): SQLite has no notifications.
+    @discardableResult
+    public func revokeKey(id: String) throws(GatewayStoreError) -> ProviderKeyRecord {
+        try write { db in
+            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM gw_keys WHERE key_id = ?", arguments: [id]) else {
+                throw GatewayStoreError.notFound("key \(id)")
+            }
+            try db.execute(sql: "DELETE FROM gw_keys WHERE key_id = ?", arguments: [id])
+            return Self.keyRecord(row)
+        }
     }
 
     private static func appRecord(_ row: Row) -> GatewayAppRecord {

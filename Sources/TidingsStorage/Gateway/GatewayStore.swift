@@ -11,6 +11,12 @@ public protocol GatewayStore: Sendable {
     func addKey(_ key: ProviderKeyRecord) throws(GatewayStoreError)
     func key(id: String) throws(GatewayStoreError) -> ProviderKeyRecord?
     func keys() throws(GatewayStoreError) -> [ProviderKeyRecord]
+    /// Removes a key (revoked): tokens signed by it are refused from now on, on every node
+    /// (a store shared by several nodes tells them, as it does for additions). Returns the
+    /// removed record; an unknown key id is `notFound` and changes nothing. The key id may be
+    /// registered again afterwards (with a new key).
+    @discardableResult
+    func revokeKey(id: String) throws(GatewayStoreError) -> ProviderKeyRecord
     /// Gives a team a bundle ID; registering it again for the same team updates the policy,
     /// for another team is `duplicate`.
     func registerApp(_ app: GatewayAppRecord) throws(GatewayStoreError)

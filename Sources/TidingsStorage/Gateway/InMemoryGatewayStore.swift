@@ -47,6 +47,14 @@ public final class InMemoryGatewayStore: GatewayStore {
 
     public func keys() -> [ProviderKeyRecord] { state.withLock { $0.keys.values.sorted { $0.keyID < $1.keyID } } }
 
+    @discardableResult
+    public func revokeKey(id: String) throws(GatewayStoreError) -> ProviderKeyRecord {
+        try state.withLock { (s: inout State) throws(GatewayStoreError) in
+            guard let removed = s.keys.removeValue(forKey: id) else { throw .notFound("key \(id)") }
+            return removed
+        }
+    }
+
     public func registerApp(_ app: GatewayAppRecord) throws(GatewayStoreError) {
         try state.withLock { (s: inout State) throws(GatewayStoreError) in
             if let existing = s.apps[app.bundleID], existing.teamID != app.teamID { throw .duplicate("app \(app.bundleID)") }
