@@ -6,8 +6,8 @@ import TidingsStorage
 @Suite("Gateway state machines")
 struct StateMachineTests {
     func push(_ seq: Int64) -> StoredPush {
-        StoredPush(sequence: seq, push: NewPush(apnsID: "p\(seq)", token: "aa", deviceID: "d", bundleID: "b", topic: "b", pushType: "alert",
-                                                priority: 10, collapseID: nil, expiresAt: 1, payload: [], acceptedAt: 0), storedAt: 0)
+        StoredPush(sequence: seq, push: NewPush(apnsID: "p\(seq)", token: "aa", deviceID: "d", bundleID: "b", topic: Topic(rawValue: "b")!, pushType: .alert,
+                                                priority: .immediate, collapseID: nil, expiresAt: 1, payload: [], acceptedAt: 0), storedAt: 0)
     }
 
     func pushes(_ range: ClosedRange<Int64>) -> [StoredPush] { range.map(push) }
