@@ -126,6 +126,29 @@ struct DevicePushesTests {
 
     /// The client handler reads only while the buffer has room: at the bound a read is held
     /// (the socket is not read; TCP pushes back on the gateway) and the consumer's take makes it.
+    /// While reads are held back (the consumer is behind), the gateway's pong cannot be read:
+    /// the keep-alive does not take that for the gateway's silence and close the connection.
+    @Test func aHeldReadDoesNotCountAsAnUnansweredPing() async throws {
+        let buffer = DevicePushBuffer(maximumPushes: 1, maximumPayloadBytes: 1 << 20)
+        let channel = NIOAsyncTestingChannel()
+        try await channel.testingEventLoop.executeInContext {
+            try channel.pipeline.syncOperations.addHandler(DeviceClientHandler(shared: DeviceConnectionShared(pushes: buffer), key: P256.Signing.PrivateKey(),
+                                                                               logger: Logger(label: "test"), pingInterval: .seconds(30)))
+        }
+        try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1))
+        try await channel.writeInbound(ByteBuffer(bytes: DeviceMessage.welcome(deviceID: "ab", batchedAcks: true, recordsEvents: true).encoded()))
+        try await channel.writeInbound(ByteBuffer(bytes: DeviceMessage.push(Self.push(1)).encoded()))
+        channel.read()
+        for _ in 0..<3 { await channel.testingEventLoop.advanceTime(by: .seconds(30)) }
+        #expect(channel.isActive, "reads held by the device itself: no Timeout")
+        #expect(try await buffer.take().map(\.sequence) == [1])
+        await channel.testingEventLoop.run()
+        // Reading again: now a ping unanswered by the next one closes it, as before.
+        for _ in 0..<2 { await channel.testingEventLoop.advanceTime(by: .seconds(30)) }
+        #expect(!channel.isActive, "reading, and nothing heard: Timeout")
+        _ = try? await channel.finish()
+    }
+
     @Test func theHandlerStopsReadingAtTheBoundAndResumesWhenTheConsumerTakes() async throws {
         let buffer = DevicePushBuffer(maximumPushes: 2, maximumPayloadBytes: 1 << 20)
         let counter = ReadCounter()
