@@ -31,6 +31,13 @@ public struct DeviceClientConfiguration: Sendable {
     /// The longest message accepted from the gateway; a longer one closes the connection
     /// instead of being buffered (a push is at most a few tens of kB).
     public var maximumFrameLength: Int = 1 << 20
+    /// Pushes received and not yet taken by the consumer (`pushes`), at most, and their payload
+    /// bytes: at either the connection stops reading (TCP then pushes back on the gateway) until
+    /// the consumer takes. One read is appended whole, so it may pass the bound by one read.
+    public var maximumBufferedPushes: Int = DeviceClientConfiguration.defaultMaximumBufferedPushes
+    public var maximumBufferedPayloadBytes: Int = DeviceClientConfiguration.defaultMaximumBufferedPayloadBytes
+    public static let defaultMaximumBufferedPushes = 4_096
+    public static let defaultMaximumBufferedPayloadBytes = 8 << 20
 
     public init(host: String, port: Int, deviceKey: P256.Signing.PrivateKey, trustRootPaths: [String] = []) {
         self.host = host
@@ -99,7 +106,8 @@ public final class DeviceConnection: Sendable {
         logger: Logger = Logger(label: "tidings.device")
     ) async throws -> DeviceConnection {
         let sslContext = try TLSContexts.shared.context(trustRootPaths: configuration.trustRootPaths)
-        let pushBuffer = DevicePushBuffer()
+        let pushBuffer = DevicePushBuffer(maximumPushes: configuration.maximumBufferedPushes,
+                                          maximumPayloadBytes: configuration.maximumBufferedPayloadBytes)
         let shared = DeviceConnectionShared(pushes: pushBuffer)
         let key = configuration.deviceKey
         let hostname = configuration.serverHostname
@@ -337,8 +345,9 @@ final class DeviceConnectionShared: Sendable {
     }
 }
 
-final class DeviceClientHandler: ChannelInboundHandler {
+final class DeviceClientHandler: ChannelDuplexHandler {
     typealias InboundIn = ByteBuffer
+    typealias OutboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
     private let shared: DeviceConnectionShared
@@ -354,6 +363,8 @@ final class DeviceClientHandler: ChannelInboundHandler {
     private var heard = false
     private var pinged = false
     private var nextPingID: Int64 = 1
+    /// A read held back because the push buffer is full; made when the consumer takes.
+    private var readHeld = false
 
     init(shared: DeviceConnectionShared, key: P256.Signing.PrivateKey, logger: Logger, pingInterval: TimeAmount?) {
         self.shared = shared
@@ -374,7 +385,8 @@ final class DeviceClientHandler: ChannelInboundHandler {
     }
 
     private func keepAliveTick(context: ChannelHandlerContext) {
-        if pinged, !heard {
+        // While reads are held back (the consumer is behind), an unread pong is not the gateway's silence.
+        if pinged, !heard, !readHeld {
             failure = DeviceClientError(reason: "Timeout", message: "the gateway did not answer a ping")
             logger.warning("the gateway did not answer a ping; closing the device channel")
             context.close(promise: nil)
@@ -429,6 +441,24 @@ final class DeviceClientHandler: ChannelInboundHandler {
         var frame: [UInt8] = []
         message.appendFrame(to: &frame)
         context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(bytes: frame)), promise: nil)
+    }
+
+    /// Reads only while the push buffer has room; a full buffer holds the read until the
+    /// consumer takes (backpressure: the socket is not read, TCP's window closes).
+    func read(context: ChannelHandlerContext) {
+        let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+        let eventLoop = context.eventLoop
+        let mayRead = shared.pushBuffer.mayRead {
+            eventLoop.execute { handler.value.resumeReading(context: bound.value) }
+        }
+        if mayRead { context.read() } else { readHeld = true }
+    }
+
+    private func resumeReading(context: ChannelHandlerContext) {
+        guard readHeld else { return }
+        readHeld = false
+        read(context: context)
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
@@ -491,6 +521,16 @@ public struct DevicePushes: AsyncSequence, Sendable {
 
     public func makeAsyncIterator() -> Iterator { Iterator(buffer: buffer) }
 
+    /// The oldest pushes received and not yet taken, in order, as many as fit: at most
+    /// `maximumPushes`, with at most `maximumPayloadBytes` of payload together — the first one
+    /// whatever its size when `firstAlways`, else none (an empty array) when it alone does not
+    /// fit. Nil when the connection has ended. Waits while nothing is pending. For a consumer
+    /// with bounded room of its own; what it leaves stays buffered, and a full buffer stops
+    /// the connection reading (`DeviceClientConfiguration.maximumBufferedPushes`).
+    public func take(maximumPushes: Int, maximumPayloadBytes: Int, firstAlways: Bool) async throws -> [DevicePush]? {
+        try await buffer.take(DevicePushBuffer.Room(pushes: maximumPushes, payloadBytes: maximumPayloadBytes, atLeastOne: firstAlways))
+    }
+
     /// The same pushes as the bursts they came in: each element is everything received since
     /// the consumer last took (one read, or several while it was busy, e.g. committing the
     /// previous burst), in order, never empty. Use either this or the pushes one by one.
@@ -529,10 +569,19 @@ public struct DevicePushBursts: AsyncSequence, Sendable {
     }
 }
 
-/// Between the channel handler (appends a burst) and the consumer (takes all there is).
+/// Between the channel handler (appends a burst) and the consumer (takes all there is, or a
+/// prefix within its own room). Bounded: once `maximumPushes` or `maximumPayloadBytes` are
+/// pending, the handler stops reading the connection (`mayRead`) until the consumer takes, so
+/// a consumer that cannot keep up makes TCP push back on the gateway instead of this buffer
+/// growing. What one read brought is appended whole, so the bound can be passed by one read.
 final class DevicePushBuffer: Sendable {
     private struct State {
         var pending: [DevicePush] = []
+        /// The payload bytes of `pending`.
+        var pendingBytes = 0
+        /// Set while the handler holds a read because the buffer was full: called (once) when
+        /// the consumer takes.
+        var resumeReading: (@Sendable () -> Void)?
         var waiter: CheckedContinuation<[DevicePush], any Error>?
         /// The connection ended: nil when it was clean (or the failure was already thrown).
         var finished = false
@@ -541,6 +590,14 @@ final class DevicePushBuffer: Sendable {
     }
 
     private let state = Mutex(State())
+    let maximumPushes: Int
+    let maximumPayloadBytes: Int
+
+    init(maximumPushes: Int = DeviceClientConfiguration.defaultMaximumBufferedPushes,
+         maximumPayloadBytes: Int = DeviceClientConfiguration.defaultMaximumBufferedPayloadBytes) {
+        self.maximumPushes = max(1, maximumPushes)
+        self.maximumPayloadBytes = max(1, maximumPayloadBytes)
+    }
 
     func append(_ pushes: consuming [DevicePush]) {
         // Moved, never copied: the consumer's array is then its alone.
@@ -551,11 +608,28 @@ final class DevicePushBuffer: Sendable {
                 s.waiter = nil
                 return waiter
             }
+            s.pendingBytes += pushes.reduce(0) { $0 + $1.payload.count }
             if s.pending.isEmpty { swap(&s.pending, &pushes) } else { s.pending.append(contentsOf: pushes) }
             return nil
         }
         waiter?.resume(returning: pushes)
     }
+
+    /// Whether the handler may read more now. False when the buffer is full: then `resume` is
+    /// called once the consumer has taken (from whichever thread takes), and not before.
+    func mayRead(resume: @escaping @Sendable () -> Void) -> Bool {
+        state.withLock { s in
+            if s.finished || s.cancelled || (s.pending.count < maximumPushes && s.pendingBytes < maximumPayloadBytes) { return true }
+            s.resumeReading = resume
+            return false
+        }
+    }
+
+    /// Whether a consumer waits (tests).
+    var waiting: Bool { state.withLock { $0.waiter != nil } }
+
+    /// How many pushes and payload bytes are pending (tests).
+    var pendingCount: (pushes: Int, payloadBytes: Int) { state.withLock { ($0.pending.count, $0.pendingBytes) } }
 
     /// No more pushes; what is pending is still taken first, then `error` is thrown once.
     func finish(_ error: (any Error)?) {
@@ -576,16 +650,36 @@ final class DevicePushBuffer: Sendable {
 
     /// Everything pending; empty when the sequence has ended. Waits while there is nothing.
     func take() async throws -> [DevicePush] {
-        if let ready = state.withLock({ Self.ready(&$0) }) { return try ready.get() }
+        try await take(Room(pushes: .max, payloadBytes: .max, atLeastOne: true)) ?? []
+    }
+
+    /// What a consumer has room for: at most `pushes` pushes of at most `payloadBytes` payload
+    /// bytes together; `atLeastOne`: the first push even if its payload alone is larger.
+    struct Room: Sendable {
+        var pushes: Int
+        var payloadBytes: Int
+        var atLeastOne: Bool
+    }
+
+    /// The oldest pending pushes that fit in `room`, in order: empty when the first does not
+    /// fit (and `atLeastOne` is false); nil when the sequence has ended (or the consumer was
+    /// cancelled). Waits while nothing is pending.
+    func take(_ room: Room) async throws -> [DevicePush]? {
+        if let ready = state.withLock({ Self.ready(&$0, room) }) { return try ready.get() }
         return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<[DevicePush], any Error>) in
-                let ready = state.withLock { s -> Result<[DevicePush], any Error>? in
-                    if let ready = Self.ready(&s) { return ready }
+            let taken = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<[DevicePush], any Error>) in
+                let ready = state.withLock { s -> Result<[DevicePush]?, any Error>? in
+                    if let ready = Self.ready(&s, room) { return ready }
                     s.waiter = continuation
                     return nil
                 }
-                if let ready { continuation.resume(with: ready) }
+                if let ready { continuation.resume(with: ready.map { $0 ?? [] }) }
             }
+            // Empty: the end. Else handed over by `append` directly: what does not fit goes back, in front.
+            if taken.isEmpty { return nil }
+            let fit = Self.fitting(taken, room)
+            if fit < taken.count { putBack(taken[fit...]) }
+            return Array(taken[..<fit])
         } onCancel: {
             let waiter = state.withLock { s in
                 s.cancelled = true
@@ -596,12 +690,45 @@ final class DevicePushBuffer: Sendable {
         }
     }
 
-    /// What `take` returns without waiting, if anything.
-    private static func ready(_ s: inout State) -> Result<[DevicePush], any Error>? {
-        if s.cancelled { return .success([]) }
+    /// How many of `pushes`, from the first, fit in `room`.
+    private static func fitting(_ pushes: some Collection<DevicePush>, _ room: Room) -> Int {
+        var count = 0, bytes = 0
+        for push in pushes {
+            guard count < room.pushes else { break }
+            bytes += push.payload.count
+            if bytes > room.payloadBytes, !(count == 0 && room.atLeastOne) { break }
+            count += 1
+        }
+        return count
+    }
+
+    /// Pushes handed to a waiting consumer that did not fit its room: pending again, first.
+    private func putBack(_ pushes: ArraySlice<DevicePush>) {
+        state.withLock { s in
+            if s.cancelled { return }
+            s.pending.insert(contentsOf: pushes, at: 0)
+            s.pendingBytes += pushes.reduce(0) { $0 + $1.payload.count }
+        }
+    }
+
+    /// What `take` returns without waiting, if anything. Taking makes room: a held read resumes.
+    private static func ready(_ s: inout State, _ room: Room) -> Result<[DevicePush]?, any Error>? {
+        if s.cancelled { return .success(nil) }
         if !s.pending.isEmpty {
+            let fit = fitting(s.pending, room)
             var taken: [DevicePush] = []
-            swap(&taken, &s.pending)
+            if fit == s.pending.count {
+                swap(&taken, &s.pending)
+                s.pendingBytes = 0
+            } else {
+                taken = Array(s.pending[..<fit])
+                s.pending.removeFirst(fit)
+                s.pendingBytes -= taken.reduce(0) { $0 + $1.payload.count }
+            }
+            if fit > 0, let resume = s.resumeReading {
+                s.resumeReading = nil
+                resume()
+            }
             return .success(taken)
         }
         if s.finished {
@@ -609,7 +736,7 @@ final class DevicePushBuffer: Sendable {
                 s.failure = nil
                 return .failure(failure)
             }
-            return .success([])
+            return .success(nil)
         }
         return nil
     }

@@ -21,6 +21,11 @@ import TidingsStorage
 /// Live, a push goes out as it commits unless its sequence is not above the highest sent
 /// (then it was already sent, or left out by the store). So every push goes out once per
 /// connection, in sequence order. Acknowledgements are accepted only for pushes in flight.
+///
+/// Live or not, at most `inFlightLimit` pushes are unacknowledged: a live connection whose
+/// device falls that far behind goes back to paging (what commits meanwhile is in the store
+/// and comes from the next pages), so a device that stops reading holds at most that many
+/// pushes of the gateway's memory, however fast providers push to it.
 struct DeviceDeliveryStateMachine: Sendable {
     /// A page to read: sequences after `after`, at most `limit`; `prepare`: the first read,
     /// which applies expiration and the storage policy to the whole backlog first.
@@ -85,6 +90,13 @@ struct DeviceDeliveryStateMachine: Sendable {
         case .live:
             var out: [StoredPush] = []
             for p in pushes.sorted(by: { $0.sequence < $1.sequence }) where p.sequence > highestSent {
+                guard inFlight.count < inFlightLimit else {
+                    // The device is a window behind: page from the store once it acknowledges (a
+                    // catch-up read under way is superseded by the pages; its result is ignored).
+                    phase = .backlog(reading: false, held: [])
+                    catchingUp = false
+                    break
+                }
                 out.append(p)
                 highestSent = p.sequence
                 inFlight.insert(p.sequence)
@@ -102,13 +114,19 @@ struct DeviceDeliveryStateMachine: Sendable {
             highestSent = p.sequence
         }
         if page.count < pageSize {
-            // The last page: what committed during this read and is not in it goes after it.
+            // The last page: what committed during this read and is not in it goes after it,
+            // as far as the window allows (else the rest comes from the next page).
+            var full = false
             for p in held.sorted(by: { $0.sequence < $1.sequence }) where p.sequence > highestSent {
+                guard inFlight.count + actions.send.count < inFlightLimit else {
+                    full = true
+                    break
+                }
                 actions.send.append(p)
                 highestSent = p.sequence
             }
-            phase = .live
-            if wokenMeanwhile {
+            phase = full ? .backlog(reading: false, held: []) : .live
+            if !full, wokenMeanwhile {
                 wokenMeanwhile = false
                 catchingUp = true
                 actions.read = PageRequest(after: highestSent, limit: pageSize, prepare: false, catchUp: true)
@@ -166,6 +184,8 @@ struct DeviceDeliveryStateMachine: Sendable {
         guard case .live = phase else { return Actions() }
         catchingUp = false
         var actions = Actions(send: committed(page))
+        // A window behind: paging again (`committed`), which reads what is left.
+        guard isLive else { return actions }
         if page.count >= pageSize || wokenMeanwhile {
             wokenMeanwhile = false
             catchingUp = true

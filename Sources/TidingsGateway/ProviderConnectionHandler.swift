@@ -404,8 +404,8 @@ final class ProviderConnectionHandler: ChannelInboundHandler, ProviderStreamRegi
         }
 
         let push = NewPush(apnsID: head.apnsID.rawValue, token: head.deviceToken.hex, deviceID: token.deviceID, bundleID: head.bundleID,
-                           topic: head.topic.rawValue, pushType: head.pushType.rawValue, priority: head.priority.rawValue,
-                           collapseID: head.collapseID?.rawValue, expiresAt: core.expiresAt(head.expiration, now: now),
+                           topic: head.topic, pushType: head.pushType, priority: head.priority,
+                           collapseID: head.collapseID, expiresAt: core.expiresAt(head.expiration, now: now),
                            payload: payload, acceptedAt: now)
         switch sink.map({ core.committer.submit(PushCommitter.Request(push: push, sink: $0, streamID: streamID)) }) ?? .stopping {
         case .queued:

@@ -444,8 +444,8 @@ public final class PostgresGatewayStore: GatewayStore {
         let allocator = ByteBufferAllocator()
         for p in pushes {
             apnsIDs.append(p.apnsID); tokens.append(p.token); devices.append(p.deviceID); bundles.append(p.bundleID)
-            topics.append(p.topic); pushTypes.append(p.pushType); priorities.append(Int64(p.priority))
-            collapseIDs.append(p.collapseID ?? ""); hasCollapse.append(p.collapseID != nil)
+            topics.append(p.topic.rawValue); pushTypes.append(p.pushType.rawValue); priorities.append(Int64(p.priority.rawValue))
+            collapseIDs.append(p.collapseID?.rawValue ?? ""); hasCollapse.append(p.collapseID != nil)
             expires.append(p.expiresAt)
             var payload = allocator.buffer(capacity: p.payload.count)
             payload.writeBytes(p.payload)
@@ -511,10 +511,15 @@ public final class PostgresGatewayStore: GatewayStore {
         return try decode(result) { row in
             let r = row.makeRandomAccess()
             let payload = try r[9].decode(ByteBuffer.self)
+            let collapse = try r[7].decode(String?.self)
+            // Typed as when accepted; a row that no longer types is an error, not a guessed push.
+            guard let topic = Topic(rawValue: try r[4].decode(String.self)), let pushType = PushType(rawValue: try r[5].decode(String.self)),
+                  let priority = Priority(rawValue: Int(try r[6].decode(Int32.self))), collapse == nil || CollapseID(rawValue: collapse!) != nil else {
+                throw GatewayStoreError.backend("push \(try r[0].decode(Int64.self)) does not type")
+            }
             let push = NewPush(apnsID: try r[1].decode(String.self), token: try r[2].decode(String.self), deviceID: deviceID,
-                               bundleID: try r[3].decode(String.self), topic: try r[4].decode(String.self),
-                               pushType: try r[5].decode(String.self), priority: Int(try r[6].decode(Int32.self)),
-                               collapseID: try r[7].decode(String?.self), expiresAt: try r[8].decode(Int64.self),
+                               bundleID: try r[3].decode(String.self), topic: topic, pushType: pushType, priority: priority,
+                               collapseID: collapse.flatMap(CollapseID.init(rawValue:)), expiresAt: try r[8].decode(Int64.self),
                                payload: Array(payload.readableBytesView), acceptedAt: try r[10].decode(Int64.self))
             return StoredPush(sequence: try r[0].decode(Int64.self), push: push, storedAt: try r[11].decode(Int64.self))
         }

@@ -108,8 +108,8 @@ struct DeviceProtocolTests {
             var typed: [UInt8] = [9]
             DeviceMessage.push(push).appendFrame(to: &typed)
             var stored: [UInt8] = [9]
-            DeviceMessage.appendPushFrame(sequence: push.sequence, apnsID: push.apnsID, token: push.token, topic: push.topic,
-                                          pushType: push.pushType.rawValue, priority: push.priority.rawValue, collapseID: push.collapseID,
+            DeviceMessage.appendPushFrame(sequence: push.sequence, apnsID: push.apnsID, token: push.token, topic: try #require(Topic(rawValue: push.topic)),
+                                          pushType: push.pushType, priority: push.priority, collapseID: push.collapseID.flatMap(CollapseID.init(rawValue:)),
                                           expiresAt: push.expiresAt, acceptedAt: push.acceptedAt, payload: push.payload, to: &stored)
             #expect(stored == typed)
             #expect(try DeviceMessage(decoding: stored.dropFirst(5)) == .push(push))

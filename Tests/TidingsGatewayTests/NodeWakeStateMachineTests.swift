@@ -1,4 +1,5 @@
 import Testing
+import TidingsCore
 @testable import TidingsGateway
 import TidingsStorage
 
@@ -7,8 +8,8 @@ import TidingsStorage
 @Suite("Delivery state machine with several nodes")
 struct NodeWakeStateMachineTests {
     func stored(_ seq: Int64) -> StoredPush {
-        StoredPush(sequence: seq, push: NewPush(apnsID: "p\(seq)", token: "aa", deviceID: "d", bundleID: "b", topic: "b", pushType: "alert",
-                                                priority: 10, collapseID: nil, expiresAt: 1_000, payload: [], acceptedAt: 0), storedAt: 0)
+        StoredPush(sequence: seq, push: NewPush(apnsID: "p\(seq)", token: "aa", deviceID: "d", bundleID: "b", topic: Topic(rawValue: "b")!, pushType: .alert,
+                                                priority: .immediate, collapseID: nil, expiresAt: 1_000, payload: [], acceptedAt: 0), storedAt: 0)
     }
 
     func live() -> DeviceDeliveryStateMachine {

@@ -6,8 +6,8 @@ import TidingsStorage
 @Suite("Gateway state machines")
 struct StateMachineTests {
     func push(_ seq: Int64) -> StoredPush {
-        StoredPush(sequence: seq, push: NewPush(apnsID: "p\(seq)", token: "aa", deviceID: "d", bundleID: "b", topic: "b", pushType: "alert",
-                                                priority: 10, collapseID: nil, expiresAt: 1, payload: [], acceptedAt: 0), storedAt: 0)
+        StoredPush(sequence: seq, push: NewPush(apnsID: "p\(seq)", token: "aa", deviceID: "d", bundleID: "b", topic: Topic(rawValue: "b")!, pushType: .alert,
+                                                priority: .immediate, collapseID: nil, expiresAt: 1, payload: [], acceptedAt: 0), storedAt: 0)
     }
 
     func pushes(_ range: ClosedRange<Int64>) -> [StoredPush] { range.map(push) }
@@ -131,9 +131,10 @@ struct StateMachineTests {
         #expect(last.send.map(\.sequence) == [12, 13])
         #expect(last.read == nil)
         #expect(m.isLive)
+        _ = m.acknowledged(12)  // room in the window of 2 (`aLiveConnectionAWindowBehindGoesBackToPaging`: without it)
         let live = m.committed([push(12), push(13), push(14)])
         #expect(live.map(\.sequence) == [14], "nothing at or below what was sent")
-        #expect(m.inFlight == [12, 13, 14])
+        #expect(m.inFlight == [13, 14])
     }
 
     @Test func heldPushesAlreadyInTheLastPageGoOnceInOrder() {
@@ -145,6 +146,38 @@ struct StateMachineTests {
         let r = m.pageLoaded([push(2), push(7), push(8)])
         #expect(r.send.map(\.sequence) == [2, 7, 8, 9])
         #expect(Set(r.send.map(\.sequence)).count == r.send.count)
+    }
+
+    /// Live, a device a window behind (here 4 unacknowledged) gets no more as they commit: the
+    /// connection goes back to paging from the store, and turns live again after a short page.
+    @Test func aLiveConnectionAWindowBehindGoesBackToPaging() {
+        var m = DeviceDeliveryStateMachine(pageSize: 2, pagesInFlight: 2)
+        _ = m.start()
+        _ = m.pageLoaded([])
+        #expect(m.isLive)
+        let sent = m.committed(pushes(1...6))
+        #expect(sent.map(\.sequence) == [1, 2, 3, 4], "the window, not more")
+        #expect(!m.isLive)
+        #expect(m.committed(pushes(7...7)).isEmpty, "paging: from the store")
+        let ack1 = m.acknowledged(1)
+        #expect(ack1.accepted && ack1.read == nil, "3 in flight: no room for a page of 2")
+        let ack2 = m.acknowledged(2)
+        #expect(ack2.read == Page(after: 4, limit: 2, prepare: false))
+        let page = m.pageLoaded(pushes(5...6))
+        #expect(page.send.map(\.sequence) == [5, 6])
+        #expect(page.read == nil)
+        _ = m.acknowledged(3)
+        let ack4 = m.acknowledged(4)
+        #expect(ack4.read == Page(after: 6, limit: 2, prepare: false))
+        // The last page, with pushes committed during its read beyond the window: only up to it.
+        _ = m.committed(pushes(8...12))
+        let last = m.pageLoaded(pushes(7...7))
+        #expect(last.send.map(\.sequence) == [7, 8], "4 in flight: 5, 6, 7, 8")
+        #expect(!m.isLive, "9 to 12 come from the next pages")
+        _ = m.acknowledged(5)
+        let more = m.acknowledged(6)
+        #expect(more.read == Page(after: 8, limit: 2, prepare: false))
+        #expect(m.inFlight.count <= 4)
     }
 
     @Test func aFailedReadOrAClosedConnectionStopsEverything() {

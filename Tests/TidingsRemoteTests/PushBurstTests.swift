@@ -134,9 +134,9 @@ final class CountingInbox: RemoteInboxStore {
         state.withLock { $0.receives += 1; $0.receivedPushes += pushes.count }
         return try await base.receive(pushes, at: date)
     }
-    func unprocessed() async throws -> [RemotePush] {
+    func unprocessed(after position: RemoteInboxPosition?, limit: Int) async throws -> [(position: RemoteInboxPosition, push: RemotePush)] {
         state.withLock { $0.unprocessedReads += 1 }
-        return try await base.unprocessed()
+        return try await base.unprocessed(after: position, limit: limit)
     }
     func markProcessed(_ pushes: [RemotePush]) async throws {
         state.withLock { $0.marks += 1; $0.processedPushes += pushes.count; $0.largestMark = max($0.largestMark, pushes.count) }

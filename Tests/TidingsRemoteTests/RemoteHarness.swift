@@ -68,9 +68,11 @@ final class RemoteHarness: Sendable {
 
     /// Starts the daemon's gateway link (again) on the same data directory; waits until it is connected.
     @discardableResult
-    func startLink(inbox: (any RemoteInboxStore)? = nil, maximumHandOff: Int? = nil) async throws -> GatewayLink {
+    func startLink(inbox: (any RemoteInboxStore)? = nil, maximumHandOff: Int? = nil,
+                   configure: @Sendable (inout GatewayLinkConfiguration) -> Void = { _ in }) async throws -> GatewayLink {
         var configuration = GatewayLinkConfiguration(host: "127.0.0.1", port: addresses.device.port!, trustRootPaths: [addresses.certificatePath!])
         if let maximumHandOff { configuration.maximumHandOff = maximumHandOff }
+        configure(&configuration)
         configuration.initialBackoff = .milliseconds(20)
         configuration.maximumBackoff = .milliseconds(200)
         var logger = Logger(label: "test.remote")

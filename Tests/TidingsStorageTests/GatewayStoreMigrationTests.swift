@@ -76,8 +76,8 @@ struct GatewayStoreMigrationTests {
         #expect(pending.map(\.push.apnsID) == ["p2", "p4"])
         let p2 = try #require(pending.first)
         #expect(p2 == StoredPush(sequence: 2, push: NewPush(
-            apnsID: "p2", token: Self.tok1, deviceID: Self.d1, bundleID: "com.a", topic: "com.a.voip", pushType: "alert",
-            priority: 5, collapseID: "c", expiresAt: 90_000, payload: Array(#"{"aps":{"alert":"p2"}}"#.utf8), acceptedAt: 102),
+            apnsID: "p2", token: Self.tok1, deviceID: Self.d1, bundleID: "com.a", topic: Topic(rawValue: "com.a.voip")!, pushType: .alert,
+            priority: .considerPower, collapseID: CollapseID(rawValue: "c"), expiresAt: 90_000, payload: Array(#"{"aps":{"alert":"p2"}}"#.utf8), acceptedAt: 102),
             storedAt: 202))
         #expect(try store.backlog(deviceID: Self.d2, now: 1_000).map(\.push.apnsID) == ["p3"])
 
@@ -95,7 +95,7 @@ struct GatewayStoreMigrationTests {
 
         // Sequences continue above every number issued before, pruned ones included.
         let next = try store.commit(pushes: [NewPush(apnsID: "p6", token: Self.tok1, deviceID: Self.d1, bundleID: "com.a",
-                                                     topic: "com.a", pushType: "alert", priority: 10, collapseID: nil,
+                                                     topic: Topic(rawValue: "com.a")!, pushType: .alert, priority: .immediate, collapseID: nil,
                                                      expiresAt: 90_000, payload: Array("{}".utf8), acceptedAt: 900)],
                                     acknowledged: [2], at: 950)
         #expect(try #require(next.first).sequence > 40)
@@ -178,8 +178,8 @@ struct GatewayStoreMigrationTests {
         let pending = try store.backlog(deviceID: Self.d1, now: 1_000)
         #expect(pending.map(\.sequence) == [2, 6])
         #expect(pending.first == StoredPush(sequence: 2, push: NewPush(
-            apnsID: "p2", token: Self.tok1, deviceID: Self.d1, bundleID: "com.a", topic: "com.a.voip", pushType: "alert",
-            priority: 5, collapseID: "c", expiresAt: 90_000, payload: Array(#"{"aps":{"alert":"p2"}}"#.utf8), acceptedAt: 102),
+            apnsID: "p2", token: Self.tok1, deviceID: Self.d1, bundleID: "com.a", topic: Topic(rawValue: "com.a.voip")!, pushType: .alert,
+            priority: .considerPower, collapseID: CollapseID(rawValue: "c"), expiresAt: 90_000, payload: Array(#"{"aps":{"alert":"p2"}}"#.utf8), acceptedAt: 102),
             storedAt: 202))
         #expect(try store.backlog(deviceID: Self.d2, now: 1_000).map(\.push.apnsID) == ["p3"])
 
@@ -205,8 +205,8 @@ struct GatewayStoreMigrationTests {
         let store = try SQLiteGatewayStore(path: path)
         try store.registerApp(GatewayAppRecord(bundleID: "com.a", teamID: "T", storagePolicy: .all, createdAt: 0))
         func push(_ id: String, device: String = "d1") -> NewPush {
-            NewPush(apnsID: id, token: "t-" + device, deviceID: device, bundleID: "com.a", topic: "com.a", pushType: "alert",
-                    priority: 10, collapseID: nil, expiresAt: 10_000, payload: Array("{}".utf8), acceptedAt: 100)
+            NewPush(apnsID: id, token: "t-" + device, deviceID: device, bundleID: "com.a", topic: Topic(rawValue: "com.a")!, pushType: .alert,
+                    priority: .immediate, collapseID: nil, expiresAt: 10_000, payload: Array("{}".utf8), acceptedAt: 100)
         }
         // Two devices interleaved in the log.
         let stored = try store.commit(pushes: (0..<100).map { push("p\($0)", device: $0 % 2 == 0 ? "d1" : "d2") },

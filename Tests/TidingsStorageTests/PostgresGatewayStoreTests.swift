@@ -11,7 +11,7 @@ import TidingsTestSupport
 @Suite("PostgreSQL gateway store")
 struct PostgresGatewayStoreTests {
     func push(_ id: String, device: String = "d1", expiresAt: EpochMilliseconds = 10_000) -> NewPush {
-        NewPush(apnsID: id, token: "aa", deviceID: device, bundleID: "com.a", topic: "com.a", pushType: "alert", priority: 10,
+        NewPush(apnsID: id, token: "aa", deviceID: device, bundleID: "com.a", topic: Topic(rawValue: "com.a")!, pushType: .alert, priority: .immediate,
                 collapseID: nil, expiresAt: expiresAt, payload: Array(#"{"aps":{}}"#.utf8), acceptedAt: 100)
     }
 

@@ -63,6 +63,25 @@ struct RemoteInboxConformanceTests {
         #expect(try await inbox.count() == 4)
     }
 
+    /// Read back in pages (a restart's recovery within the link's bound): each page starts
+    /// after the position of the last one's last push, in the order received; processed pushes
+    /// are skipped; an empty page is the end.
+    @Test(arguments: RemoteInboxBackend.allCases)
+    func unprocessedPushesAreReadInPages(_ backend: RemoteInboxBackend) async throws {
+        let inbox = try backend.make()
+        _ = try await inbox.receive([push(7), push(3)], at: t0)
+        _ = try await inbox.receive([push(1), push(2), push(9)], at: t0.addingTimeInterval(1))
+        try await inbox.markProcessed([push(2)])
+        let first = try await inbox.unprocessed(after: nil, limit: 2)
+        #expect(first.map(\.push.sequence) == [3, 7], "received first, then by sequence")
+        let second = try await inbox.unprocessed(after: first.last?.position, limit: 2)
+        #expect(second.map(\.push.sequence) == [1, 9], "a processed push is skipped")
+        #expect(second.first!.position > first.last!.position)
+        #expect(try await inbox.unprocessed(after: second.last?.position, limit: 2).isEmpty)
+        #expect(try await inbox.unprocessed(after: nil, limit: 0).isEmpty)
+        #expect(try await inbox.unprocessed().map(\.sequence) == [3, 7, 1, 9])
+    }
+
     @Test(arguments: RemoteInboxBackend.allCases)
     func theLatestPushOfAnIdentifierNamesIt(_ backend: RemoteInboxBackend) async throws {
         let inbox = try backend.make()

@@ -10,8 +10,8 @@ import TidingsStorage
 @Suite("SQLite gateway store")
 struct SQLiteGatewayStoreTests {
     static func push(_ id: String, device: String = "d1", token: String = "t1") -> NewPush {
-        NewPush(apnsID: id, token: token, deviceID: device, bundleID: "com.a", topic: "com.a", pushType: "alert",
-                priority: 10, collapseID: nil, expiresAt: 10_000, payload: Array("{}".utf8), acceptedAt: 100)
+        NewPush(apnsID: id, token: token, deviceID: device, bundleID: "com.a", topic: Topic(rawValue: "com.a")!, pushType: .alert,
+                priority: .immediate, collapseID: nil, expiresAt: 10_000, payload: Array("{}".utf8), acceptedAt: 100)
     }
 
     /// Devices dedupe by sequence, so a sequence is never issued twice: not after the newest
@@ -74,6 +74,24 @@ struct SQLiteGatewayStoreTests {
         let relative = try SQLiteGatewayStore(path: up + path)
         #expect(relative.walWritesBuffered)
         #expect(try relative.status(apnsID: "u1").count == 1)
+    }
+
+    /// A stored push comes back typed as it was accepted (`PushType`, `Priority`, `Topic`,
+    /// `CollapseID`); a row changed behind the store's back so that it no longer types is an
+    /// error for the page, never a push sent with a guessed type.
+    @Test func aStoredPushComesBackTypedAndARowThatDoesNotTypeIsAnError() throws {
+        let path = try GatewayStoreConformanceTests.freshDatabasePath()
+        let store = try SQLiteGatewayStore(path: path)
+        var voip = Self.push("v1")
+        voip.topic = Topic(rawValue: "com.a.voip")!
+        voip.pushType = .voip
+        voip.priority = .considerPower
+        voip.collapseID = CollapseID(rawValue: "call")
+        _ = try store.commit(pushes: [voip], acknowledged: [], at: 200)
+        let page = try store.pendingPushes(deviceID: "d1", after: 0, limit: 10)
+        #expect(page.map(\.push) == [voip])
+        try DatabaseQueue(path: path).write { db in try db.execute(sql: "UPDATE gw_pushes SET push_type = 'fax'") }
+        #expect(throws: GatewayStoreError.self) { try store.pendingPushes(deviceID: "d1", after: 0, limit: 10) }
     }
 
     /// The writer's WAL writes go through the buffer, and what a commit wrote is in the file

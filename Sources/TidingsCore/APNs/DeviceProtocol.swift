@@ -131,14 +131,15 @@ extension DeviceMessage {
     /// priority as the wire writes them, already validated when the provider's request was
     /// accepted): the same bytes as `.push(DevicePush(…)).appendFrame(to:)` for valid values,
     /// without typing them again only to write them back out.
-    public static func appendPushFrame(sequence: Int64, apnsID: String, token: String, topic: String, pushType: String, priority: Int,
-                                       collapseID: String?, expiresAt: Int64, acceptedAt: Int64, payload: [UInt8], to out: inout [UInt8]) {
+    public static func appendPushFrame(sequence: Int64, apnsID: String, token: String, topic: Topic, pushType: PushType, priority: Priority,
+                                       collapseID: CollapseID?, expiresAt: Int64, acceptedAt: Int64, payload: [UInt8], to out: inout [UInt8]) {
         let start = out.count
         out.append(contentsOf: [0, 0, 0, 0])
         var w = DeviceJSONWriter(out: out)
         out = []
-        w.push(sequence: sequence, apnsID: apnsID, token: token, topic: topic, pushType: pushType, priority: Int64(priority),
-               collapseID: collapseID, expiresAt: expiresAt, acceptedAt: acceptedAt, payload: payload)
+        w.push(sequence: sequence, apnsID: apnsID, token: token, topic: topic.rawValue, pushType: pushType.rawValue,
+               priority: Int64(priority.rawValue), collapseID: collapseID?.rawValue, expiresAt: expiresAt, acceptedAt: acceptedAt,
+               payload: payload)
         out = w.out
         patchLength(of: &out, from: start)
     }

@@ -41,6 +41,13 @@ public struct GatewayLinkConfiguration: Sendable {
     /// At most this many of one app's received pushes go to the engine in one hand-off (one
     /// group commit of their delivered-list writes, one processed mark); more wait for the next.
     public var maximumHandOff: Int = 1024
+    /// Pushes received (durable in the inbox, acknowledged) and not yet through their hand-off
+    /// to the engine, at most, over all apps, and their payload bytes. At either the link takes
+    /// no more from the connection, which then stops reading (TCP pushes back on the gateway,
+    /// which sends at most its window unacknowledged), until hand-offs make room. A single push
+    /// larger than the byte bound is taken alone, when nothing else is queued.
+    public var maximumQueuedPushes: Int = 10_000
+    public var maximumQueuedPayloadBytes: Int = 16 << 20
 
     public init(host: String, port: Int, trustRootPaths: [String]) {
         self.init(addresses: [GatewayAddress(host: host, port: port)], trustRootPaths: trustRootPaths)
@@ -93,6 +100,16 @@ public actor GatewayLink: RemoteNotificationLink {
     /// Per app, the pushes received (durable in the inbox) that its worker has still to hand
     /// to the engine, in the order received; `recovering`: left unprocessed by a previous run.
     private var appQueues: [String: Deque<(push: RemotePush, recovering: Bool)>] = [:]
+    /// What `appQueues` and the hand-offs under way hold: bounded by `maximumQueuedPushes`
+    /// and `maximumQueuedPayloadBytes`.
+    private var queued = (pushes: 0, payloadBytes: 0)
+    /// The largest `queued` seen, and whether receipt waits for room now (tests).
+    private(set) var mostQueued = (pushes: 0, payloadBytes: 0)
+    private(set) var isWaitingForRoom = false
+    /// What a previous run left unprocessed is queued; new pushes are taken only after it.
+    private var recovered = false
+    /// Tasks waiting for room in the queue or the end of recovery (`waitForChange`).
+    private var changeWaiters: [CheckedContinuation<Void, Never>] = []
 
     /// Opens (creating) the inbox `remote.sqlite` (unless `inbox` is given) and the device key
     /// `device-key.pem` in `dataDirectory`.
@@ -114,24 +131,71 @@ public actor GatewayLink: RemoteNotificationLink {
     /// Runs until cancelled: hands the engine what was received but not processed before a
     /// crash, then everything that arrives, while it connects and reconnects.
     public func run() async {
-        await recover()
+        await pruneIfDue()
         await withDiscardingTaskGroup { group in
             group.addTask { await self.processLoop() }
+            group.addTask { await self.recover() }
             group.addTask { await self.connectLoop() }
         }
         if case .connected(let connection) = phase { await connection.close() }
     }
 
-    /// Queues what a previous run received and did not process (read back from the inbox
-    /// once, at start; a push whose notification is already in the delivered list is not
-    /// shown again), before anything new arrives behind it.
+    /// Queues what a previous run received and did not process (read back from the inbox at
+    /// start, a page at a time as the queue has room; a push whose notification is already in
+    /// the delivered list is not shown again), before anything new is taken behind it.
     private func recover() async {
-        await pruneIfDue()
+        defer {
+            recovered = true
+            wakeWaiters()
+        }
+        var after: RemoteInboxPosition?
         do {
-            enqueue(try await inbox.unprocessed(), recovering: true)
+            while await waitForRoom() {
+                let limit = min(configuration.maximumQueuedPushes - queued.pushes, configuration.maximumHandOff)
+                let page = try await inbox.unprocessed(after: after, limit: limit)
+                if page.isEmpty { return }
+                var taken: [RemotePush] = []
+                var bytes = 0
+                for entry in page {
+                    bytes += entry.push.payload.count
+                    if queued.payloadBytes + bytes > configuration.maximumQueuedPayloadBytes, !(taken.isEmpty && queued.pushes == 0) { break }
+                    taken.append(entry.push)
+                    after = entry.position
+                }
+                if taken.isEmpty {
+                    // The next push does not fit beside what is queued: after the next hand-off.
+                    await waitForChange()
+                    continue
+                }
+                enqueue(taken, recovering: true)
+            }
         } catch {
             logger.error("could not read the pushes left unprocessed", metadata: ["error": "\(error)"])
         }
+    }
+
+    /// Waits until the queue has room (true) or the task is cancelled (false).
+    private func waitForRoom() async -> Bool {
+        while queued.pushes >= configuration.maximumQueuedPushes || queued.payloadBytes >= configuration.maximumQueuedPayloadBytes {
+            if Task.isCancelled { return false }
+            await waitForChange()
+        }
+        return !Task.isCancelled
+    }
+
+    /// Returns when a hand-off has finished or recovery has ended (or the task is cancelled).
+    private func waitForChange() async {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { changeWaiters.append($0) }
+        } onCancel: {
+            Task { await self.wakeWaiters() }
+        }
+    }
+
+    private func wakeWaiters() {
+        let waiters = changeWaiters
+        changeWaiters = []
+        for waiter in waiters { waiter.resume() }
     }
 
     /// Connects to one address after another (`GatewayFailover`): the gateway node it reaches
@@ -190,9 +254,30 @@ public actor GatewayLink: RemoteNotificationLink {
     /// arrived while the previous burst was being committed) is made durable in one inbox
     /// transaction, then acknowledged together, then queued for the engine as it is — the
     /// inbox is not read back. Redeliveries are acknowledged again and not queued twice.
+    /// A burst is taken only as far as the queue has room (`maximumQueuedPushes`,
+    /// `maximumQueuedPayloadBytes`); the rest waits in the connection, which stops reading.
     private func consume(_ connection: DeviceConnection) async {
         do {
-            for try await burst in connection.pushes.bursts {
+            while !recovered {
+                if Task.isCancelled { return }
+                await waitForChange()
+            }
+            while true {
+                isWaitingForRoom = true
+                let room = await waitForRoom()
+                isWaitingForRoom = false
+                guard room else { break }
+                guard let burst = try await connection.pushes.take(
+                    maximumPushes: configuration.maximumQueuedPushes - queued.pushes,
+                    maximumPayloadBytes: configuration.maximumQueuedPayloadBytes - queued.payloadBytes,
+                    firstAlways: queued.pushes == 0) else { break }
+                if burst.isEmpty {
+                    // The next push does not fit beside what is queued: after the next hand-off.
+                    isWaitingForRoom = true
+                    await waitForChange()
+                    isWaitingForRoom = false
+                    continue
+                }
                 var pushes: [RemotePush] = []
                 pushes.reserveCapacity(burst.count)
                 for push in burst {
@@ -222,6 +307,9 @@ public actor GatewayLink: RemoteNotificationLink {
 
     /// Puts pushes behind their apps' earlier ones, starting a worker for an app that has none.
     private func enqueue(_ pushes: [RemotePush], recovering: Bool) {
+        queued.pushes += pushes.count
+        queued.payloadBytes += pushes.reduce(0) { $0 + $1.payload.count }
+        mostQueued = (max(mostQueued.pushes, queued.pushes), max(mostQueued.payloadBytes, queued.payloadBytes))
         for push in pushes {
             let bundle = push.bundleIdentifier
             if appQueues[bundle] == nil {
@@ -288,6 +376,9 @@ public actor GatewayLink: RemoteNotificationLink {
                 // after a restart the delivered-list check keeps them from showing twice.
                 logger.error("could not mark pushes processed", metadata: ["error": "\(error)", "pushes": "\(batch.count)"])
             }
+            queued.pushes -= batch.count
+            queued.payloadBytes -= batch.reduce(0) { $0 + $1.payload.count }
+            wakeWaiters()
         }
         appQueues[bundle] = nil
     }

@@ -69,9 +69,15 @@ public final class SQLiteRemoteInbox: RemoteInboxStore {
         }
     }
 
-    public func unprocessed() async throws -> [RemotePush] {
-        try await queue.read { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM push WHERE processed = 0 ORDER BY received_at, sequence").compactMap(Self.push)
+    public func unprocessed(after position: RemoteInboxPosition?, limit: Int) async throws -> [(position: RemoteInboxPosition, push: RemotePush)] {
+        let after = position ?? RemoteInboxPosition(receivedAt: .min, sequence: .min, apnsID: "")
+        return try await queue.read { db in
+            try Row.fetchAll(db, sql: """
+                SELECT * FROM push WHERE processed = 0 AND (received_at, sequence, apns_id) > (?, ?, ?)
+                ORDER BY received_at, sequence, apns_id LIMIT ?
+                """, arguments: [after.receivedAt, after.sequence, after.apnsID, max(0, limit)]).compactMap { row in
+                Self.push(row).map { (RemoteInboxPosition(receivedAt: row["received_at"], sequence: $0.sequence, apnsID: $0.apnsID), $0) }
+            }
         }
     }
 

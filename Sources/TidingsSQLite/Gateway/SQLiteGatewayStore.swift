@@ -442,7 +442,7 @@ public final class SQLiteGatewayStore: GatewayStore {
                 scratch.reserveCapacity(256)
                 var sequence = first
                 for p in pushes {
-                    let key = TargetKey(token: p.token, deviceID: p.deviceID, bundleID: p.bundleID, topic: p.topic)
+                    let key = TargetKey(token: p.token, deviceID: p.deviceID, bundleID: p.bundleID, topic: p.topic.rawValue)
                     let n: Numbers
                     if let found = known[key] {
                         n = found
@@ -517,8 +517,8 @@ public final class SQLiteGatewayStore: GatewayStore {
             scratch.append(contentsOf: text.utf8)
             return start..<scratch.count
         }
-        let apnsID = append(p.apnsID), pushType = append(p.pushType)
-        let collapseID = p.collapseID.map(append)
+        let apnsID = append(p.apnsID), pushType = append(p.pushType.rawValue)
+        let collapseID = p.collapseID.map { append($0.rawValue) }
         let (code, message): (CInt, String?) = scratch.withUnsafeBytes { text in
             p.payload.withUnsafeBytes { payload in
                 func bindText(_ index: CInt, _ range: Range<Int>?) -> CInt {
@@ -532,7 +532,7 @@ public final class SQLiteGatewayStore: GatewayStore {
                 if code == SQLITE_OK { code = sqlite3_bind_int64(s, 3, n.target) }
                 if code == SQLITE_OK { code = bindText(4, apnsID) }
                 if code == SQLITE_OK { code = bindText(5, pushType) }
-                if code == SQLITE_OK { code = sqlite3_bind_int64(s, 6, Int64(p.priority)) }
+                if code == SQLITE_OK { code = sqlite3_bind_int64(s, 6, Int64(p.priority.rawValue)) }
                 if code == SQLITE_OK { code = bindText(7, collapseID) }
                 if code == SQLITE_OK { code = sqlite3_bind_int64(s, 8, Int64(p.expiresAt)) }
                 if code == SQLITE_OK { code = sqlite3_bind_int64(s, 9, Int64(p.acceptedAt)) }
@@ -642,7 +642,7 @@ public final class SQLiteGatewayStore: GatewayStore {
             while code == SQLITE_OK {
                 let step = sqlite3_step(s)
                 if step == SQLITE_ROW {
-                    page.append(Self.storedPush(from: s, deviceID: deviceID))
+                    page.append(try Self.storedPush(from: s, deviceID: deviceID))
                 } else {
                     code = step == SQLITE_DONE ? SQLITE_OK : step
                     break
@@ -655,8 +655,9 @@ public final class SQLiteGatewayStore: GatewayStore {
         }
     }
 
-    /// The current row of `pageSQL`.
-    private static func storedPush(from s: SQLiteStatement, deviceID: String) -> StoredPush {
+    /// The current row of `pageSQL`, typed as it was when accepted; a row whose values no
+    /// longer type (never written so) is an error, not a push sent with a guessed type.
+    private static func storedPush(from s: SQLiteStatement, deviceID: String) throws -> StoredPush {
         func text(_ i: CInt) -> String {
             guard let bytes = sqlite3_column_text(s, i) else { return "" }
             return String(decoding: UnsafeBufferPointer(start: bytes, count: Int(sqlite3_column_bytes(s, i))), as: UTF8.self)
@@ -667,9 +668,13 @@ public final class SQLiteGatewayStore: GatewayStore {
         } else {
             payload = []
         }
-        let push = NewPush(apnsID: text(1), token: text(2), deviceID: deviceID, bundleID: text(3), topic: text(4), pushType: text(5),
-                           priority: Int(sqlite3_column_int64(s, 6)),
-                           collapseID: sqlite3_column_type(s, 7) == SQLITE_NULL ? nil : text(7),
+        let collapse = sqlite3_column_type(s, 7) == SQLITE_NULL ? nil : text(7)
+        guard let topic = Topic(rawValue: text(4)), let pushType = PushType(rawValue: text(5)),
+              let priority = Priority(rawValue: Int(sqlite3_column_int64(s, 6))), collapse == nil || CollapseID(rawValue: collapse!) != nil else {
+            throw DatabaseError(resultCode: .SQLITE_CORRUPT, message: "push \(sqlite3_column_int64(s, 0)) does not type: \(text(4)) \(text(5))")
+        }
+        let push = NewPush(apnsID: text(1), token: text(2), deviceID: deviceID, bundleID: text(3), topic: topic, pushType: pushType,
+                           priority: priority, collapseID: collapse.flatMap(CollapseID.init(rawValue:)),
                            expiresAt: EpochMilliseconds(sqlite3_column_int64(s, 8)), payload: payload,
                            acceptedAt: EpochMilliseconds(sqlite3_column_int64(s, 10)))
         return StoredPush(sequence: sqlite3_column_int64(s, 0), push: push, storedAt: EpochMilliseconds(sqlite3_column_int64(s, 11)))

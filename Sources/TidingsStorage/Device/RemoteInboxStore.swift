@@ -29,8 +29,9 @@ public protocol RemoteInboxStore: Sendable {
     /// sequence). Nothing is stored if it throws.
     func receive(_ pushes: [RemotePush], at date: Date) async throws -> [Bool]
     /// The pushes received and not yet marked processed, in the order received (what a
-    /// restart hands the engine again).
-    func unprocessed() async throws -> [RemotePush]
+    /// restart hands the engine again), after `position` (nil: from the first), at most
+    /// `limit`: read in pages, so a large backlog is never in memory at once.
+    func unprocessed(after position: RemoteInboxPosition?, limit: Int) async throws -> [(position: RemoteInboxPosition, push: RemotePush)]
     /// Marks pushes as handed to the engine, in one write (it needs no fsync: a mark lost to
     /// a power failure only means the push is recovered, and the engine's delivered list keeps
     /// it from showing twice). Pushes not in the inbox are ignored.
@@ -55,6 +56,39 @@ public protocol RemoteInboxStore: Sendable {
     /// The removals not yet confirmed, by bundle ID.
     func removals() async throws -> [String]
     func clearRemoval(_ bundle: String) async throws
+}
+
+extension RemoteInboxStore {
+    /// Every push not yet marked processed, in the order received (tests and tools; the
+    /// gateway link reads them in pages).
+    public func unprocessed() async throws -> [RemotePush] {
+        var all: [RemotePush] = []
+        var after: RemoteInboxPosition?
+        while true {
+            let page = try await unprocessed(after: after, limit: 1_000)
+            all.append(contentsOf: page.map(\.push))
+            guard let last = page.last else { return all }
+            after = last.position
+        }
+    }
+}
+
+/// Where a push stands in the inbox's order of receipt: the time received (milliseconds),
+/// then the gateway's sequence, then the apns-id.
+public struct RemoteInboxPosition: Sendable, Hashable, Comparable {
+    public var receivedAt: Int64
+    public var sequence: Int64
+    public var apnsID: String
+
+    public init(receivedAt: Int64, sequence: Int64, apnsID: String) {
+        self.receivedAt = receivedAt
+        self.sequence = sequence
+        self.apnsID = apnsID
+    }
+
+    public static func < (a: RemoteInboxPosition, b: RemoteInboxPosition) -> Bool {
+        (a.receivedAt, a.sequence, a.apnsID) < (b.receivedAt, b.sequence, b.apnsID)
+    }
 }
 
 public enum RemoteInboxDefaults {
@@ -111,13 +145,14 @@ public final class InMemoryRemoteInbox: RemoteInboxStore {
         }
     }
 
-    public func unprocessed() async throws -> [RemotePush] {
+    public func unprocessed(after position: RemoteInboxPosition?, limit: Int) async throws -> [(position: RemoteInboxPosition, push: RemotePush)] {
         state.withLock { s in
-            // As SQLite orders them: by the time received (milliseconds), then sequence.
-            s.entries.filter { !$0.processed }
-                .map { (ms: Int64(($0.receivedAt.timeIntervalSince1970 * 1000).rounded(.down)), push: $0.push) }
-                .sorted { ($0.ms, $0.push.sequence) < ($1.ms, $1.push.sequence) }
-                .map(\.push)
+            // As SQLite orders them: by the time received (milliseconds), then sequence, then apns-id.
+            let all = s.entries.filter { !$0.processed }.map { e in
+                (position: RemoteInboxPosition(receivedAt: Int64((e.receivedAt.timeIntervalSince1970 * 1000).rounded(.down)),
+                                               sequence: e.push.sequence, apnsID: e.push.apnsID), push: e.push)
+            }
+            return Array(all.filter { position == nil || $0.position > position! }.sorted { $0.position < $1.position }.prefix(max(0, limit)))
         }
     }
 

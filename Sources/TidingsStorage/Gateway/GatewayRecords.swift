@@ -88,24 +88,26 @@ public struct DeviceTokenRecord: Sendable, Hashable, Codable {
     }
 }
 
-/// An accepted push on its way to being stored.
+/// An accepted push on its way to being stored: typed once at the provider edge
+/// (`ProviderRequestHead`), stored and sent to the device as these types; strings only where
+/// the wire has strings (the apns-id, the token's hex, the bundle ID).
 public struct NewPush: Sendable, Hashable {
     public var apnsID: String
     public var token: String
     public var deviceID: String
     public var bundleID: String
-    public var topic: String
-    public var pushType: String
-    public var priority: Int
-    public var collapseID: String?
+    public var topic: Topic
+    public var pushType: PushType
+    public var priority: Priority
+    public var collapseID: CollapseID?
     /// When the push stops being deliverable. Equal to `acceptedAt` for `apns-expiration: 0`
     /// (deliver once if the device is connected, never store).
     public var expiresAt: EpochMilliseconds
     public var payload: [UInt8]
     public var acceptedAt: EpochMilliseconds
 
-    public init(apnsID: String, token: String, deviceID: String, bundleID: String, topic: String, pushType: String,
-                priority: Int, collapseID: String?, expiresAt: EpochMilliseconds, payload: [UInt8], acceptedAt: EpochMilliseconds) {
+    public init(apnsID: String, token: String, deviceID: String, bundleID: String, topic: Topic, pushType: PushType,
+                priority: Priority, collapseID: CollapseID?, expiresAt: EpochMilliseconds, payload: [UInt8], acceptedAt: EpochMilliseconds) {
         self.apnsID = apnsID
         self.token = token
         self.deviceID = deviceID

@@ -15,8 +15,8 @@ public final class InMemoryGatewayStore: GatewayStore {
 
         var status: PushStatus {
             let p = stored.push
-            return PushStatus(sequence: stored.sequence, apnsID: p.apnsID, bundleID: p.bundleID, topic: p.topic,
-                              pushType: p.pushType, tokenPrefix: String(p.token.prefix(8)), acceptedAt: p.acceptedAt,
+            return PushStatus(sequence: stored.sequence, apnsID: p.apnsID, bundleID: p.bundleID, topic: p.topic.rawValue,
+                              pushType: p.pushType.rawValue, tokenPrefix: String(p.token.prefix(8)), acceptedAt: p.acceptedAt,
                               storedAt: stored.storedAt, expiresAt: p.expiresAt, deliveredAt: deliveredAt,
                               presentedAt: presentedAt, answeredAt: answeredAt, discardedAt: discardedAt, discardReason: discardReason)
         }
@@ -164,7 +164,7 @@ public final class InMemoryGatewayStore: GatewayStore {
     private static func coalesced(_ pushes: [StoredPush], policy: (String) -> StoragePolicy) -> [StoredPush] {
         func key(_ p: StoredPush) -> String? {
             switch policy(p.push.bundleID) {
-            case .all: p.push.collapseID.map { p.push.token + "\u{0}" + $0 }
+            case .all: p.push.collapseID.map { p.push.token + "\u{0}" + $0.rawValue }
             default: p.push.token
             }
         }

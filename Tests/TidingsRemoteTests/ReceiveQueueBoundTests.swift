@@ -1,0 +1,136 @@
+import Foundation
+import Synchronization
+import Testing
+import TidingsCore
+@testable import TidingsDaemon
+import TidingsDevice
+import TidingsEngine
+import TidingsStorage
+import TidingsTesting
+@_spi(Tidings) import UserNotifications
+
+/// Which of the link's bounds a test reaches.
+enum QueueBound: String, Sendable, CaseIterable, CustomTestStringConvertible {
+    case count, payloadBytes
+    var testDescription: String { rawValue }
+}
+
+/// Nothing unbounded on the device's receive path: what the link has acknowledged and not yet
+/// handed to the engine is bounded (`maximumQueuedPushes`, `maximumQueuedPayloadBytes`); at the
+/// bound it takes nothing more from the connection (which stops reading) until hand-offs
+/// drain, and nothing acknowledged is lost or reordered. Recovery after a restart pages the
+/// inbox within the same bound.
+@Suite("Remote receive queue bound", .serialized)
+struct ReceiveQueueBoundTests {
+    static func ids(_ base: Int, _ count: Int) -> [String] {
+        (1...count).map { String(format: "00000000-0000-4000-8000-%012d", base + $0) }
+    }
+
+    /// A backlog of 40 (past the bound of 5) while hand-offs are held up (the processed mark of
+    /// the first hand-off waits): the link takes exactly 5, acknowledges those, and waits; the
+    /// rest stay unacknowledged at the gateway. Released, all 40 are shown once, in order, and
+    /// the queue never held more than 5.
+    @Test(arguments: QueueBound.allCases)
+    @MainActor func aBurstPastTheBoundIsTakenAsHandOffsDrain(_ bound: QueueBound) async throws {
+        let h = try await RemoteHarness.start()
+        defer { Task { await h.stop() } }
+        _ = try await h.install()
+        let app = try await h.launchApp(notificationDelegate: RecordingNotificationDelegate(), appDelegate: nil)
+        let token = try await app.application.deviceTokenForRemoteNotifications()
+        await h.stopLink()
+        let ids = Self.ids(0xd000, 40)
+        let body = #"{"aps":{"alert":"same size"}}"#
+        for id in ids { #expect(try await h.push(token: token, body: body, apnsID: id).status == 200) }
+        let inbox = GatedMarkInbox(InMemoryRemoteInbox())
+        let link = try await h.startLink(inbox: inbox) { configuration in
+            switch bound {
+            case .count: configuration.maximumQueuedPushes = 5
+            // Room for 5 payloads and not a byte more: the sixth does not fit.
+            case .payloadBytes: configuration.maximumQueuedPayloadBytes = 5 * body.utf8.count + body.utf8.count - 1
+            }
+        }
+        #expect(await eventually { await link.isWaitingForRoom && inbox.marksWaiting == 1 })
+        #expect(inbox.counting.counts.receivedPushes == 5, "taken up to the bound, not past it")
+        #expect(await link.mostQueued.pushes == 5)
+        #expect(await link.mostQueued.payloadBytes == 5 * body.utf8.count)
+        #expect(await eventually { (try? await h.status(ids[4]).first?.deliveredAt) != nil }, "the five taken are acknowledged")
+        #expect(try await h.status(ids[5]).first?.deliveredAt == nil, "the rest are not: the gateway keeps them")
+        inbox.open()
+        #expect(await eventually { h.system.presenter.presentedIdentifiers.count == ids.count })
+        #expect(h.system.presenter.presentedIdentifiers == ids, "every push once, in the order sent")
+        #expect(await eventually { inbox.counting.counts.processedPushes == ids.count })
+        #expect(await link.mostQueued.pushes == 5, "never more than the bound queued")
+        #expect(await link.mostQueued.payloadBytes <= 5 * body.utf8.count)
+        withExtendedLifetime(app) {}
+    }
+
+    /// A restart with 30 pushes left unprocessed (acknowledged before a crash) and a bound of 5:
+    /// the inbox is read back in pages as the queue has room, never all at once; all 30 are
+    /// shown once, in order.
+    @Test @MainActor func recoveryReadsTheInboxInPagesWithinTheBound() async throws {
+        let h = try await RemoteHarness.start(connect: false)
+        defer { Task { await h.stop() } }
+        _ = try await h.install()
+        let app = try await h.launchApp(notificationDelegate: RecordingNotificationDelegate(), appDelegate: nil)
+        let ids = Self.ids(0xe000, 30)
+        let now = Int64(h.clock.now.timeIntervalSince1970 * 1000)
+        let base = InMemoryRemoteInbox()
+        let pushes = ids.enumerated().map { n, id in
+            RemotePush(apnsID: id, sequence: Int64(n + 1), bundleIdentifier: RemoteHarness.bundleID, expiresAt: now + 3_600_000,
+                       acceptedAt: now, payload: Array(#"{"aps":{"alert":"n\#(n)"}}"#.utf8))!
+        }
+        _ = try await base.receive(pushes, at: h.clock.now)
+        let inbox = CountingInbox(base)
+        let link = try await h.startLink(inbox: inbox) { $0.maximumQueuedPushes = 5 }
+        #expect(await eventually { h.system.presenter.presentedIdentifiers.count == ids.count })
+        #expect(h.system.presenter.presentedIdentifiers == ids, "every push once, in the order received")
+        #expect(await link.mostQueued.pushes <= 5)
+        #expect(inbox.counts.unprocessedReads >= 6, "read in pages of at most 5 (\(inbox.counts.unprocessedReads) reads)")
+        #expect(await eventually { (try? await base.unprocessed().isEmpty) == true })
+        withExtendedLifetime(app) {}
+    }
+}
+
+/// An inbox whose first processed mark waits until the test opens it: a hand-off held up in
+/// the middle (as a slow engine or service extension would hold it).
+final class GatedMarkInbox: RemoteInboxStore {
+    let counting: CountingInbox
+    private let state = Mutex<(open: Bool, waiting: [CheckedContinuation<Void, Never>])>((false, []))
+    init(_ base: any RemoteInboxStore) { counting = CountingInbox(base) }
+
+    var marksWaiting: Int { state.withLock { $0.waiting.count } }
+
+    func open() {
+        let waiting = state.withLock { s in
+            s.open = true
+            defer { s.waiting = [] }
+            return s.waiting
+        }
+        for w in waiting { w.resume() }
+    }
+
+    func markProcessed(_ pushes: [RemotePush]) async throws {
+        await withCheckedContinuation { c in
+            let open = state.withLock { s in
+                if !s.open { s.waiting.append(c) }
+                return s.open
+            }
+            if open { c.resume() }
+        }
+        try await counting.markProcessed(pushes)
+    }
+
+    func receive(_ pushes: [RemotePush], at date: Date) async throws -> [Bool] { try await counting.receive(pushes, at: date) }
+    func unprocessed(after position: RemoteInboxPosition?, limit: Int) async throws -> [(position: RemoteInboxPosition, push: RemotePush)] {
+        try await counting.unprocessed(after: position, limit: limit)
+    }
+    func apnsID(bundle: String, identifier: String) async throws -> String? { try await counting.apnsID(bundle: bundle, identifier: identifier) }
+    func prune(before date: Date) async throws { try await counting.prune(before: date) }
+    func count() async throws -> Int { try await counting.count() }
+    func addPendingEvents(_ events: [PendingDeliveryEvent]) async throws { try await counting.addPendingEvents(events) }
+    func pendingEvents(limit: Int) async throws -> [PendingDeliveryEvent] { try await counting.pendingEvents(limit: limit) }
+    func clearEvents(_ events: [PendingDeliveryEvent]) async throws { try await counting.clearEvents(events) }
+    func addRemoval(_ bundle: String) async throws { try await counting.addRemoval(bundle) }
+    func removals() async throws -> [String] { try await counting.removals() }
+    func clearRemoval(_ bundle: String) async throws { try await counting.clearRemoval(bundle) }
+}
