@@ -23,7 +23,7 @@ struct StoreLimitsTests {
     }
 
     func push(_ i: Int) -> NewPush {
-        NewPush(apnsID: "p\(i)", token: "aa", deviceID: "d1", bundleID: "com.a", topic: "com.a", pushType: "alert", priority: 10,
+        NewPush(apnsID: "p\(i)", token: "aa", deviceID: "d1", bundleID: "com.a", topic: Topic(rawValue: "com.a")!, pushType: .alert, priority: .immediate,
                 collapseID: nil, expiresAt: .max, payload: Array(#"{"aps":{}}"#.utf8), acceptedAt: 1)
     }
 

@@ -95,7 +95,7 @@ struct PostgresGatewayStoreTests {
         let revoking = try PostgresGatewayStore(url: url, maximumConnections: 1, partitionSize: 100)
         let listening = try PostgresGatewayStore(url: url, maximumConnections: 1, partitionSize: 100)
         let changes = Mutex<[GatewayRegistryChange]>([])
-        listening.startListening(wake: { _ in }, registryChanged: { change in changes.withLock { $0.append(change) } },
+        listening.startListening(wake: { _ in }, leaseTaken: { _ in }, registryChanged: { change in changes.withLock { $0.append(change) } },
                                  reconnected: {})
         defer { listening.stopListening() }
         // Listening once an announcement arrives (the LISTEN is set up on its own thread).
