@@ -114,9 +114,9 @@ func gatewayDatabaseURL(_ option: String?) throws -> String? {
 }
 
 /// The registry the CLI's key, app and status commands use: the PostgreSQL store when
-/// `$TIDINGS_DATABASE_URL` names one (the gateway nodes' shared registry), else the data
-/// directory's SQLite file.
-func gatewayRegistry(_ dataDirectory: String?) throws -> GatewayRegistry {
-    if let url = try gatewayDatabaseURL(nil) { return GatewayRegistry(store: try PostgresGatewayStore(url: url, maximumConnections: 1)) }
+/// `database` (a `--database` option) or `$TIDINGS_DATABASE_URL` names one (the gateway nodes'
+/// shared registry), else the data directory's SQLite file.
+func gatewayRegistry(_ dataDirectory: String?, database: String? = nil) throws -> GatewayRegistry {
+    if let url = try gatewayDatabaseURL(database) { return GatewayRegistry(store: try PostgresGatewayStore(url: url, maximumConnections: 1)) }
     return try GatewayRegistry(dataDirectory: gatewayDataDirectory(dataDirectory))
 }
