@@ -13,6 +13,9 @@ struct Status: AsyncParsableCommand {
     @Option(name: .customLong("data-dir"), help: "The gateway's data directory.")
     var dataDirectory: String?
 
+    @Option(name: .customLong("database"), help: "The gateway nodes' PostgreSQL URL, to read the shared push log (default: $TIDINGS_DATABASE_URL, else the data directory's store).")
+    var database: String?
+
     @Flag(help: "Print JSON.")
     var json = false
 
@@ -27,7 +30,7 @@ struct Status: AsyncParsableCommand {
         if let admin {
             statuses = try await fromAdminEndpoint(admin)
         } else {
-            statuses = try gatewayRegistry(dataDirectory).status(apnsID: apnsID)
+            statuses = try gatewayRegistry(dataDirectory, database: database).status(apnsID: apnsID)
         }
         guard !statuses.isEmpty else { throw CLIError("no push with apns-id \(apnsID)") }
         if json {

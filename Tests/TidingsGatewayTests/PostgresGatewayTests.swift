@@ -1,11 +1,13 @@
 import Crypto
 import Foundation
+import Synchronization
 import Testing
 import TidingsCore
 import TidingsDevice
 import TidingsGateway
 import TidingsStorage
 import TidingsTestSupport
+import TidingsTesting
 
 /// The gateway on the PostgreSQL store (`--database postgres://…`), through the real path: a
 /// provider connection, the device channel, PostgreSQL on a private cluster.
@@ -86,12 +88,16 @@ struct GatewayNodesTests {
         let providerPort: Int
         let devicePort: Int
         let certificatePath: String
+        let directory: URL
+        /// The admin endpoint's port, when started with `admin: true`.
+        let adminPort: Int?
 
-        init(databaseURL: String, extraArguments: [String] = [], name: String = "node-a") async throws {
+        init(databaseURL: String, admin: Bool = false, extraArguments: [String] = [], name: String = "node-a") async throws {
             let dir = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-node-\(UUID().uuidString.prefix(8))")
             try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+            directory = dir
             child = try ChildProcess(BuiltProducts.tidings, ["gateway", "--data-dir", dir.path, "--listen", "127.0.0.1:0",
-                                                             "--device-listen", "127.0.0.1:0", "--admin-listen", "off",
+                                                             "--device-listen", "127.0.0.1:0", "--admin-listen", admin ? "127.0.0.1:0" : "off",
                                                              "--database", databaseURL, "--log-level", "error", "--threads", "1"]
                                                             + extraArguments,
                                      directory: dir, name: name)
@@ -104,6 +110,16 @@ struct GatewayNodesTests {
             providerPort = provider
             devicePort = device
             certificatePath = certificate
+            adminPort = admin ? child.port(after: "admin (metrics, status) on http://") : nil
+            if admin && adminPort == nil {
+                child.stop()
+                throw APNsClientError("node A did not announce its admin endpoint: \(child.output)")
+            }
+        }
+
+        func device(key: P256.Signing.PrivateKey = P256.Signing.PrivateKey()) async throws -> DeviceConnection {
+            try await DeviceConnection.connect(DeviceClientConfiguration(host: "127.0.0.1", port: devicePort, deviceKey: key,
+                                                                         trustRootPaths: [certificatePath]))
         }
 
         /// A provider connection to this node.
@@ -194,6 +210,26 @@ struct GatewayNodesTests {
             await connection.kept.close()
         }
         await device.close()
+    }
+
+    /// `tidings status <apns-id> --json` with `arguments` (`--admin HOST:PORT` or `--database URL`), decoded.
+    static func statusFromCLI(_ apnsID: String, _ arguments: [String]) throws -> [PushStatus] {
+        let r = try runTool(BuiltProducts.tidings, ["status", apnsID, "--json"] + arguments)
+        guard r.status == 0 else { throw APNsClientError("tidings status \(arguments): \(r.output)") }
+        return try JSONDecoder().decode([PushStatus].self, from: Data(r.output.utf8))
+    }
+
+    /// A push's status as every node answers it: node B in process, node B's and node A's admin
+    /// endpoints (`tidings status --admin`), and the shared database (`tidings status --database`).
+    static func statusEverywhere(_ apnsID: String, nodeA: ChildNode, nodeB: GatewayHarness, url: String) async throws -> [String: [PushStatus]] {
+        [
+            "node B (in process)": try await nodeB.gateway.status(apnsID: apnsID),
+            "node B admin endpoint": try statusFromCLI(apnsID, ["--admin", "127.0.0.1:\(try #require(nodeB.addresses.admin?.port))",
+                                                                 "--data-dir", nodeB.directory.path]),
+            "node A admin endpoint": try statusFromCLI(apnsID, ["--admin", "127.0.0.1:\(try #require(nodeA.adminPort))",
+                                                                 "--data-dir", nodeA.directory.path]),
+            "tidings status --database": try statusFromCLI(apnsID, ["--database", url]),
+        ]
     }
 
     /// A push accepted by one node reaches a device connected to the other, in both
@@ -337,6 +373,195 @@ struct GatewayNodesTests {
         await viaB.close()
         await device.close()
         await nodeA.stop()
+        await nodeB.stop()
+    }
+
+    /// The storage policies and collapse ids across nodes: a device offline, pushes for an
+    /// `all` app (two with one apns-collapse-id) and an `apns` app (Apple's: only the latest
+    /// kept) accepted by node B; the device comes back on node A and gets exactly what the
+    /// policies keep, in order; the replaced pushes are `discarded (coalesced)` whichever node
+    /// is asked.
+    @Test func storagePoliciesAndCollapseIDsHoldAcrossNodes() async throws {
+        guard let cluster = try PostgresCluster.shared() else { return }
+        let url = try cluster.createDatabase(prefix: "policies")
+        let nodeB = try await GatewayHarness.start(store: .postgres(url: url))
+        let nodeA = try await ChildNode(databaseURL: url, admin: true)
+        defer { nodeA.child.stop() }
+        let now = EpochMilliseconds(nodeB.clock.now.timeIntervalSince1970 * 1000)
+        try await nodeB.gateway.register(app: GatewayAppRecord(bundleID: "com.example.latest", teamID: GatewayHarness.teamID,
+                                                               storagePolicy: .apns, createdAt: now))
+        // The device gets its tokens on node A, then goes offline.
+        let key = P256.Signing.PrivateKey()
+        let first = try await nodeA.device(key: key)
+        let allToken = try await first.requestToken(topic: GatewayHarness.bundleID, environment: .development).hex
+        let latestToken = try await first.requestToken(topic: "com.example.latest", environment: .development).hex
+        await first.close()
+
+        let viaB = try await nodeB.connect()
+        let auth = try nodeB.bearer()
+        func push(_ token: String, _ topic: String, _ n: Int, collapse: String? = nil) async throws -> String {
+            let extra = collapse.map { [("apns-collapse-id", $0)] } ?? []
+            let r = try await viaB.send(nodeB.request(token: token, topic: topic, authorization: auth, extra: extra, body: #"{"n":\#(n)}"#))
+            #expect(r.status == 200)
+            return try #require(r.apnsID)
+        }
+        let a1 = try await push(allToken, GatewayHarness.bundleID, 1, collapse: "score")
+        let a2 = try await push(allToken, GatewayHarness.bundleID, 2)
+        let l1 = try await push(latestToken, "com.example.latest", 3)
+        let a3 = try await push(allToken, GatewayHarness.bundleID, 4, collapse: "score")
+        let l2 = try await push(latestToken, "com.example.latest", 5, collapse: "other")
+        let a4 = try await push(allToken, GatewayHarness.bundleID, 6, collapse: "elsewhere")
+        await viaB.close()
+
+        let device = try await nodeA.device(key: key)
+        let collector = await PushCollector.start(device)
+        #expect(await collector.wait(for: 4).map(\.apnsID) == [a2, a3, l2, a4])
+        // Nothing more comes: the replaced pushes are not in the backlog node A reads.
+        #expect(await collector.wait(for: 5, timeout: .milliseconds(300)).count == 4)
+
+        for replaced in [a1, l1] {
+            let answers = try await Self.statusEverywhere(replaced, nodeA: nodeA, nodeB: nodeB, url: url)
+            for (node, status) in answers {
+                #expect(status.count == 1 && status.first?.discardReason == .coalesced && status.first?.deliveredAt == nil,
+                        "\(node): \(status)")
+                #expect(status.first?.stage == "discarded (coalesced)", "\(node)")
+            }
+            #expect(Set(answers.values).count == 1, "every node answers the same: \(answers)")
+        }
+        await device.close()
+        await nodeB.stop()
+    }
+
+    /// Delivery inspection from any node: a push accepted by node B, delivered and shown
+    /// through node A; node B (in process and its admin endpoint), node A's admin endpoint and
+    /// `tidings status --database` all answer the same: `stored` while the device has it
+    /// unacknowledged, then delivered (acknowledged) and presented, with the same times.
+    @Test func deliveryStatusIsTheSameOnEveryNode() async throws {
+        guard let cluster = try PostgresCluster.shared() else { return }
+        let url = try cluster.createDatabase(prefix: "inspect")
+        let nodeB = try await GatewayHarness.start(store: .postgres(url: url))
+        let nodeA = try await ChildNode(databaseURL: url, admin: true)
+        defer { nodeA.child.stop() }
+        let device = try await nodeA.device()
+        let token = try await device.requestToken(topic: GatewayHarness.bundleID, environment: .development)
+        let collector = await PushCollector.start(device, acknowledge: false)
+        let viaB = try await nodeB.connect()
+        let response = try await viaB.send(nodeB.request(token: token.hex, authorization: try nodeB.bearer()))
+        #expect(response.status == 200)
+        let apnsID = try #require(response.apnsID)
+        // Sent to the device but not acknowledged yet: every node says `stored`.
+        #expect(await collector.wait(for: 1).map(\.apnsID) == [apnsID])
+        let waiting = try await Self.statusEverywhere(apnsID, nodeA: nodeA, nodeB: nodeB, url: url)
+        for (node, status) in waiting {
+            #expect(status.count == 1 && status.first?.stage == "stored" && status.first?.deliveredAt == nil, "\(node): \(status)")
+        }
+        #expect(Set(waiting.values).count == 1, "\(waiting)")
+
+        await collector.startAcknowledging()
+        #expect(try await device.record(.presented, apnsID: apnsID), "node A made the presentation durable")
+        // The acknowledgement is committed by node A's commit thread, after it was sent.
+        let recorded = await eventually(within: 10) {
+            let s = try? await nodeB.gateway.status(apnsID: apnsID).first
+            return s?.deliveredAt != nil && s?.presentedAt != nil
+        }
+        #expect(recorded)
+        let answers = try await Self.statusEverywhere(apnsID, nodeA: nodeA, nodeB: nodeB, url: url)
+        for (node, status) in answers {
+            let s = try #require(status.first, "\(node)")
+            #expect(status.count == 1, "\(node)")
+            #expect(s.stage == "presented" && s.deliveredAt != nil && s.presentedAt != nil && s.discardReason == nil, "\(node): \(s)")
+            // (Not `deliveredAt <= presentedAt`: the acknowledgement's batch may commit, stamped
+            // with its commit time, a millisecond after the event was stamped on arrival.)
+            #expect(s.acceptedAt <= s.storedAt && s.storedAt <= s.deliveredAt!, "\(node): \(s)")
+        }
+        #expect(Set(answers.values).count == 1, "every node answers the same: \(answers)")
+        await viaB.close()
+        await device.close()
+        await nodeB.stop()
+    }
+
+    /// One provider's pushes and their answers, in the order sent.
+    final class PushLoad: Sendable {
+        struct Sent: Sendable {
+            let apnsID: String
+            let status: Int  // 0: the provider connection failed
+        }
+        let sent = Mutex<[Sent]>([])
+        var accepted: [String] { sent.withLock { $0.filter { $0.status == 200 }.map(\.apnsID) } }
+        var refused: [String] { sent.withLock { $0.filter { $0.status != 200 }.map(\.apnsID) } }
+        var count: Int { sent.withLock { $0.count } }
+
+        /// Pushes to `token` through `connection` one at a time, about 100 a second, until cancelled.
+        func run(_ connection: APNsConnection, harness: GatewayHarness, token: String, auth: String) -> Task<Void, Never> {
+            Task {
+                var n = 0
+                while !Task.isCancelled {
+                    let id = UUID().uuidString.lowercased()
+                    n += 1
+                    let status = (try? await connection.send(harness.request(token: token, authorization: auth, extra: [("apns-id", id)],
+                                                                               body: #"{"aps":{"alert":"load \#(n)"}}"#)))?.status ?? 0
+                    sent.withLock { $0.append(Sent(apnsID: id, status: status)) }
+                    if status == 0 { return }
+                    try? await Task.sleep(for: .milliseconds(10))
+                }
+            }
+        }
+    }
+
+    /// PostgreSQL stopped and started under load from providers on both nodes, a device on
+    /// each: while it is down every push is refused with Apple's `500`/`503` (never a 200),
+    /// both devices stay connected (node B renews its leases every 50 ms here, so its renewals
+    /// fail during the outage), and once it is back pushes accepted by either node reach the
+    /// device on the other, with nothing restarted or reconnected; every 200 is delivered, in
+    /// the order it was accepted.
+    @Test func postgreSQLStoppedAndStartedUnderLoadAcrossNodes() async throws {
+        guard let cluster = try PostgresCluster.own(name: "nodes") else { return }
+        defer { cluster.stop() }
+        let url = try cluster.createDatabase(prefix: "outage")
+        let nodeB = try await GatewayHarness.start(store: .postgres(url: url)) { $0.leaseRenewInterval = .milliseconds(50) }
+        let nodeA = try await ChildNode(databaseURL: url)
+        defer { nodeA.child.stop() }
+        let onA = try await nodeA.device()
+        let tokenOnA = try await onA.requestToken(topic: GatewayHarness.bundleID, environment: .development)
+        let collectorA = await PushCollector.start(onA)
+        let onB = try await nodeB.device()
+        let tokenOnB = try await onB.requestToken(topic: GatewayHarness.bundleID, environment: .development)
+        let collectorB = await PushCollector.start(onB)
+        let auth = try nodeB.bearer()
+        let viaB = try await nodeB.connect(), viaA = try await nodeA.connect()
+        let toA = PushLoad(), toB = PushLoad()
+        let loads = [toA.run(viaB, harness: nodeB, token: tokenOnA.hex, auth: auth), toB.run(viaA, harness: nodeB, token: tokenOnB.hex, auth: auth)]
+
+        #expect(await eventually(within: 30) { toA.accepted.count >= 10 && toB.accepted.count >= 10 }, "pushes accepted before the outage")
+        #expect(cluster.stopServer().status == 0)
+        let sentBeforeRestart = await eventually(within: 30) { toA.refused.count >= 5 && toB.refused.count >= 5 }
+        #expect(sentBeforeRestart, "both nodes refused pushes while PostgreSQL was down")
+        let (acceptedDuringA, acceptedDuringB) = (toA.accepted.count, toB.accepted.count)
+        let (endedA, endedB) = (await collectorA.finished, await collectorB.finished)
+        #expect(!endedA && !endedB, "the devices stay connected while PostgreSQL is down")
+        #expect(cluster.startServer().status == 0)
+        #expect(await eventually(within: 30) { toA.accepted.count >= acceptedDuringA + 10 && toB.accepted.count >= acceptedDuringB + 10 },
+                "pushes accepted again on both nodes once PostgreSQL is back")
+        for load in loads { load.cancel() }
+        for load in loads { await load.value }
+
+        for (load, name) in [(toA, "node B → device on A"), (toB, "node A → device on B")] {
+            let statuses = Set(load.sent.withLock { $0.map(\.status) })
+            #expect(statuses.isSubset(of: [200, 500, 503]), "\(name): answers \(statuses.sorted())")
+        }
+        for (load, collector, name) in [(toA, collectorA, "device on A"), (toB, collectorB, "device on B")] {
+            let accepted = load.accepted, refused = Set(load.refused)
+            let got = await collector.wait(for: accepted.count, timeout: .seconds(30)).map(\.apnsID)
+            #expect(got.filter { !refused.contains($0) } == accepted, "\(name): every 200 delivered once, in order (\(got.count) of \(accepted.count))")
+            #expect(Set(got).count == got.count, "\(name): nothing delivered twice")
+            print("PostgreSQL outage, \(name): \(accepted.count) accepted, \(refused.count) refused, \(got.count) delivered, \(got.filter(refused.contains).count) refused but delivered")
+        }
+        let (finishedA, finishedB) = (await collectorA.finished, await collectorB.finished)
+        #expect(!finishedA && !finishedB, "the same device connections received everything")
+        await viaA.close()
+        await viaB.close()
+        await onA.close()
+        await onB.close()
         await nodeB.stop()
     }
 }
