@@ -74,6 +74,13 @@ struct DesktopPresenterTests {
         return Setup(bus: bus, mock: mock, system: system, presenter: presenter, runner: runner, center: center, delegate: delegate)
     }
 
+    /// The server's id for a notification once the presenter has read its `Notify` reply (the
+    /// server has the call, and the test sees it, before the presenter has the reply).
+    static func serverID(_ presenter: DesktopPresenter, _ bundle: String, _ identifier: String) async throws -> UInt32 {
+        _ = await eventually { presenter.serverID(bundle: bundle, identifier: identifier) != nil }
+        return try #require(presenter.serverID(bundle: bundle, identifier: identifier))
+    }
+
     static func add(_ center: UNUserNotificationCenter, _ identifier: String, title: String, body: String = "", attachment: URL? = nil) async throws {
         let content = UNMutableNotificationContent()
         content.title = title
@@ -106,7 +113,7 @@ struct DesktopPresenterTests {
         let imagePath = hints["image-path"]?.stringValue ?? ""
         #expect(imagePath.hasPrefix("file:///") && imagePath.hasSuffix(".png"), "\(imagePath)")
         #expect(!imagePath.contains(setup.bus.directory.path), "the image from the app's store, not the app's own file")
-        let id = try #require(setup.presenter.serverID(bundle: Self.bundle, identifier: "m1"))
+        let id = try await Self.serverID(setup.presenter, Self.bundle, "m1")
 
         try await setup.mock.emit("ActionInvoked", "us", [.uint32(id), .string("ok")])
         #expect(await setup.delegate.has("m1 ok"), "\(setup.delegate.responses.withLock { $0 })")
@@ -121,8 +128,8 @@ struct DesktopPresenterTests {
         try await Self.add(setup.center, "d", title: "dismiss me")
         try await Self.add(setup.center, "e", title: "expire me")
         _ = try await setup.mock.notify(3)
-        let ids = ["r", "d", "e"].compactMap { setup.presenter.serverID(bundle: Self.bundle, identifier: $0) }
-        try #require(ids.count == 3)
+        var ids: [UInt32] = []
+        for identifier in ["r", "d", "e"] { ids.append(try await Self.serverID(setup.presenter, Self.bundle, identifier)) }
         try await setup.mock.emit("NotificationReplied", "us", [.uint32(ids[0]), .string("hello there")])
         #expect(await setup.delegate.has("r reply text=hello there"))
         try await setup.mock.emit("NotificationClosed", "uu", [.uint32(ids[1]), .uint32(2)])
@@ -140,7 +147,7 @@ struct DesktopPresenterTests {
         guard let setup = try await Self.start() else { return }
         try await Self.add(setup.center, "f", title: "forge")
         _ = try await setup.mock.notify(1)
-        let id = try #require(setup.presenter.serverID(bundle: Self.bundle, identifier: "f"))
+        let id = try await Self.serverID(setup.presenter, Self.bundle, "f")
         let intruder = try await setup.bus.connect()
         try await intruder.send(.signal(path: "/org/freedesktop/Notifications", interface: "org.freedesktop.Notifications", member: "ActionInvoked",
                                         body: [.uint32(id), .string("ok")]))
@@ -159,7 +166,7 @@ struct DesktopPresenterTests {
         guard let setup = try await Self.start(stateFile: stateFile) else { return }
         try await Self.add(setup.center, "u", title: "first")
         let first = try #require(try await setup.mock.notify(1))
-        let id = try #require(setup.presenter.serverID(bundle: Self.bundle, identifier: "u"))
+        let id = try await Self.serverID(setup.presenter, Self.bundle, "u")
         #expect(first[1] == .uint32(0))
         try await Self.add(setup.center, "u", title: "second")
         let second = try #require(try await setup.mock.notify(2))
@@ -216,8 +223,8 @@ struct DesktopPresenterTests {
         }
         #expect(await eventually { setup.presenter.serverID(bundle: bundle, identifier: "u") != nil })
         await transport.disconnect()
-        let t = try #require(setup.presenter.serverID(bundle: bundle, identifier: "t"))
-        let u = try #require(setup.presenter.serverID(bundle: bundle, identifier: "u"))
+        let t = try await Self.serverID(setup.presenter, bundle, "t")
+        let u = try await Self.serverID(setup.presenter, bundle, "u")
 
         // A token for u, then an action on t: not t's token.
         try await setup.mock.emit("ActivationToken", "us", [.uint32(u), .string("token-of-u")])
@@ -260,7 +267,7 @@ struct DesktopPresenterTests {
         let args = try #require(try await setup.mock.notify(1))
         #expect(args[5] == .strings(["default", "Open", "reply", "Reply", "ok", "OK"]), "the action with its own title, no inline reply")
         #expect(args.notifyHints["x-kde-reply-placeholder-text"] == nil)
-        let id = try #require(setup.presenter.serverID(bundle: Self.bundle, identifier: identifier))
+        let id = try await Self.serverID(setup.presenter, Self.bundle, identifier)
         try await setup.mock.emit("ActivationToken", "us", [.uint32(id), .string("token-1")])
         try await setup.mock.emit("ActionInvoked", "us", [.uint32(id), .string("reply")])
         #expect(await eventually { logged().count == 2 }, "\(logged())")
@@ -279,7 +286,7 @@ struct DesktopPresenterTests {
         try await Self.add(setup.center, "plain", title: "no center")
         let plain = try #require(try await setup.mock.notify(2))
         #expect(plain[5] == .strings(["default", "Open", "reply", "Reply (reply with tidings notifications respond)", "ok", "OK"]))
-        let plainID = try #require(setup.presenter.serverID(bundle: Self.bundle, identifier: "plain"))
+        let plainID = try await Self.serverID(setup.presenter, Self.bundle, "plain")
         try await setup.mock.emit("ActionInvoked", "us", [.uint32(plainID), .string("reply")])
         try await setup.mock.emit("ActionInvoked", "us", [.uint32(plainID), .string("ok")])
         #expect(await setup.delegate.has("plain ok"))
@@ -301,7 +308,7 @@ struct DesktopPresenterTests {
         setup.presenter.setWebCenter(URL(string: "http://127.0.0.1:8731/")!)
         try await Self.add(setup.center, "o", title: "open me")
         _ = try #require(try await setup.mock.notify(1))
-        let id = try #require(setup.presenter.serverID(bundle: Self.bundle, identifier: "o"))
+        let id = try await Self.serverID(setup.presenter, Self.bundle, "o")
         try await setup.mock.emit("ActionInvoked", "us", [.uint32(id), .string("reply")])
         try await setup.mock.emit("ActionInvoked", "us", [.uint32(id), .string("reply")])
         #expect(await eventually { opened() == 1 })
@@ -314,7 +321,7 @@ struct DesktopPresenterTests {
         #expect(await eventually(within: 10) { setup.presenter.openersRunning == 0 })
         try await Self.add(setup.center, "o2", title: "open me too")
         _ = try #require(try await setup.mock.notify(2))
-        let id2 = try #require(setup.presenter.serverID(bundle: Self.bundle, identifier: "o2"))
+        let id2 = try await Self.serverID(setup.presenter, Self.bundle, "o2")
         try await setup.mock.emit("ActionInvoked", "us", [.uint32(id2), .string("reply")])
         #expect(await eventually { opened() == 2 })
         #expect(await eventually(within: 10) { setup.presenter.openersRunning == 0 })
