@@ -13,7 +13,7 @@ import TidingsTestSupport
         return candidates.first { FileManager.default.isExecutableFile(atPath: $0) }
     }
 
-    @Test(.timeLimit(.minutes(3))) func theCenterInABrowser() throws {
+    @Test(.timeLimit(.minutes(3))) func theCenterInABrowser() async throws {
         guard requireTool(Self.browserPython != nil, "a Python with playwright (.ci/run: .ci-work/venv-browser)"),
               requireTool(FileManager.default.isExecutableFile(atPath: "/usr/bin/chromium"), "chromium (apt-get install chromium)") else { return }
         let work = FileManager.default.temporaryDirectory.appendingPathComponent("web-center-\(UUID().uuidString.prefix(8))")
@@ -26,7 +26,9 @@ import TidingsTestSupport
             arguments += ["--shots", BuiltProducts.packageRoot.appendingPathComponent("docs/images").path]
         }
         if ProcessInfo.processInfo.environment["TIDINGS_WEB_BENCH"] != nil { arguments.append("--bench") }
-        let (status, output) = try runTool(Self.browserPython!, arguments)
+        // On a thread of its own: the script runs for many seconds (see offThePool).
+        let (python, scriptArguments) = (Self.browserPython!, arguments)
+        let (status, output) = try await offThePool { try runTool(python, scriptArguments) }
         let lines = output.split(separator: "\n").map(String.init)
         let checks = lines.filter { $0.hasPrefix("ok ") || $0.hasPrefix("FAIL ") }
         for line in checks where line.hasPrefix("FAIL ") { Issue.record(Comment(rawValue: line)) }
