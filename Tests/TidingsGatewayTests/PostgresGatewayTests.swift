@@ -18,7 +18,7 @@ struct PostgresGatewayTests {
     /// connections stay up, and once PostgreSQL is back the next push is accepted and delivered
     /// with nothing to restart.
     @Test func pushesAreRefusedWhilePostgreSQLIsDownAndAcceptedWhenItReturns() async throws {
-        guard let cluster = try PostgresCluster.own(name: "gateway") else { return }
+        guard let cluster = try await PostgresCluster.own(name: "gateway") else { return }
         defer { cluster.stop() }
         let h = try await GatewayHarness.start(store: .postgres(url: try cluster.createDatabase(prefix: "gateway")))
         let device = try await h.device()
@@ -34,12 +34,12 @@ struct PostgresGatewayTests {
         #expect(try await push(before).status == 200)
         #expect(await collector.wait(for: 1).map(\.apnsID) == [before])
 
-        #expect(cluster.stopServer().status == 0)
+        #expect(await offThePool { cluster.stopServer() }.status == 0)
         let refused = try await push(during)
         #expect(refused.status == 500)
         #expect(refused.reason == "InternalServerError")
 
-        #expect(cluster.startServer().status == 0)
+        #expect(await offThePool { cluster.startServer() }.status == 0)
         let accepted = try await push(after)
         #expect(accepted.status == 200)
         // The same device connection receives it: the device channel kept going.
@@ -54,7 +54,7 @@ struct PostgresGatewayTests {
     /// A device offline while pushes arrive gets its backlog from PostgreSQL when it comes
     /// back, under the app's storage policy (`all`: coalesced by collapse id).
     @Test func offlineDeviceGetsItsBacklogFromPostgreSQL() async throws {
-        guard let cluster = try PostgresCluster.shared() else { return }
+        guard let cluster = try await PostgresCluster.shared() else { return }
         let h = try await GatewayHarness.start(store: .postgres(url: try cluster.createDatabase(prefix: "backlog")))
         let (key, allToken, latestToken) = try await h.offlineDeviceWithBothPolicies()
         let c = try await h.connect()
@@ -235,7 +235,7 @@ struct GatewayNodesTests {
     /// A push accepted by one node reaches a device connected to the other, in both
     /// directions, in order, and its acknowledgement is recorded in the shared log.
     @Test func aPushAcceptedByOneNodeReachesADeviceOnTheOther() async throws {
-        guard let cluster = try PostgresCluster.shared() else { return }
+        guard let cluster = try await PostgresCluster.shared() else { return }
         let url = try cluster.createDatabase(prefix: "nodes")
         let nodeB = try await GatewayHarness.start(store: .postgres(url: url))
         let nodeA = try await ChildNode(databaseURL: url)
@@ -290,7 +290,7 @@ struct GatewayNodesTests {
     /// left, at its next renewal, disconnects its stale connection, and pushes from either
     /// node reach the device where it is now.
     @Test func aDeviceThatMovesTakesItsLeaseAndTheOldNodeLetsGo() async throws {
-        guard let cluster = try PostgresCluster.shared() else { return }
+        guard let cluster = try await PostgresCluster.shared() else { return }
         let url = try cluster.createDatabase(prefix: "lease")
         let fast: (inout GatewayConfiguration) -> Void = { $0.leaseRenewInterval = .milliseconds(50) }
         let nodeA = try await GatewayHarness.start(store: .postgres(url: url), configure: fast)
@@ -353,7 +353,7 @@ struct GatewayNodesTests {
     /// The registry is shared and every node's cache follows it: an app removed from a device
     /// through node A makes node B, which had the token cached, answer `410 Unregistered`.
     @Test func aTokenUnregisteredOnOneNodeIsRefusedOnTheOther() async throws {
-        guard let cluster = try PostgresCluster.shared() else { return }
+        guard let cluster = try await PostgresCluster.shared() else { return }
         let url = try cluster.createDatabase(prefix: "registry")
         let nodeA = try await GatewayHarness.start(store: .postgres(url: url))
         let nodeB = try await GatewayHarness.start(store: .postgres(url: url), teamKey: nodeA.teamKey, registerKey: false)

@@ -30,9 +30,11 @@ struct ThirdPartyClientTests {
             try await Task.sleep(for: timeout)
             kill(pid, SIGKILL)
         }
-        let stdout = await Task.detached { out.fileHandleForReading.readDataToEndOfFile() }.value
-        let stderr = await Task.detached { err.fileHandleForReading.readDataToEndOfFile() }.value
-        process.waitUntilExit()
+        // Read and wait on threads of their own, not on the cooperative pool (see offThePool).
+        async let stdoutData = offThePool { out.fileHandleForReading.readDataToEndOfFile() }
+        async let stderrData = offThePool { err.fileHandleForReading.readDataToEndOfFile() }
+        let (stdout, stderr) = await (stdoutData, stderrData)
+        await offThePool { process.waitUntilExit() }
         killer.cancel()
         return Run(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self), stderr: String(decoding: stderr, as: UTF8.self))
     }

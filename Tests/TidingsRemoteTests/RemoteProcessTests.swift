@@ -239,8 +239,8 @@ struct RemoteProcessTests {
             try await Task.sleep(for: .seconds(60))
             kill(pid, SIGKILL)
         }
-        let data = await Task.detached { pipe.fileHandleForReading.readDataToEndOfFile() }.value
-        process.waitUntilExit()
+        let data = await offThePool { pipe.fileHandleForReading.readDataToEndOfFile() }
+        await offThePool { process.waitUntilExit() }
         killer.cancel()
         return (process.terminationStatus, String(decoding: data, as: UTF8.self))
     }

@@ -19,7 +19,7 @@ struct GatewayStoreConformanceTests {
                 ? [.memory, .sqlite, .postgres] : [.memory, .sqlite]
         }
 
-        func make() throws -> any GatewayStore {
+        func make() async throws -> any GatewayStore {
             switch self {
             case .memory: return InMemoryGatewayStore()
             case .sqlite:
@@ -29,7 +29,7 @@ struct GatewayStoreConformanceTests {
             case .postgres:
                 // A database per test on the process's cluster; 4 pushes per partition, so
                 // every test crosses partitions.
-                guard let cluster = try PostgresCluster.shared() else { throw PostgresUnavailable() }
+                guard let cluster = try await PostgresCluster.shared() else { throw PostgresUnavailable() }
                 return try PostgresGatewayStore(url: cluster.createDatabase(prefix: "conformance"), maximumConnections: 2, partitionSize: 4)
             }
         }
@@ -44,8 +44,8 @@ struct GatewayStoreConformanceTests {
     }
 
     @Test(arguments: Backend.allCases)
-    func pagesFollowTheSequenceAfterACursor(backend: Backend) throws {
-        let store = try backend.make()
+    func pagesFollowTheSequenceAfterACursor(backend: Backend) async throws {
+        let store = try await backend.make()
         try store.registerApp(GatewayAppRecord(bundleID: "com.a", teamID: "T", storagePolicy: .all, createdAt: 0))
         let stored = try store.commit(pushes: (1...7).flatMap { [push("a\($0)"), push("b\($0)", device: "d2")] }, acknowledged: [], at: 200)
         #expect(try store.prepareBacklog(deviceID: "d1", now: 300) == 0)
@@ -73,8 +73,8 @@ struct GatewayStoreConformanceTests {
     /// The policy decides over the whole backlog before any page is read: a push superseded by
     /// one that lies in a later page is never in an earlier page.
     @Test(arguments: Backend.allCases)
-    func policyAppliesToTheWholeBacklogAcrossPages(backend: Backend) throws {
-        let store = try backend.make()
+    func policyAppliesToTheWholeBacklogAcrossPages(backend: Backend) async throws {
+        let store = try await backend.make()
         try store.registerApp(GatewayAppRecord(bundleID: "com.a", teamID: "T", storagePolicy: .apns, createdAt: 0))
         try store.registerApp(GatewayAppRecord(bundleID: "com.b", teamID: "T", storagePolicy: .all, createdAt: 0))
         var pushes: [NewPush] = []
@@ -110,8 +110,8 @@ struct GatewayStoreConformanceTests {
     }
 
     @Test(arguments: Backend.allCases)
-    func registry(backend: Backend) throws {
-        let store = try backend.make()
+    func registry(backend: Backend) async throws {
+        let store = try await backend.make()
         let key = ProviderKeyRecord(keyID: "K1", teamID: "T1", publicKey: Data([4, 1, 2]), environment: .development, createdAt: 1)
         try store.addKey(key)
         #expect(try store.key(id: "K1") == key)
@@ -149,8 +149,8 @@ struct GatewayStoreConformanceTests {
     }
 
     @Test(arguments: Backend.allCases)
-    func devicesAndTokens(backend: Backend) throws {
-        let store = try backend.make()
+    func devicesAndTokens(backend: Backend) async throws {
+        let store = try await backend.make()
         try store.registerDevice(GatewayDeviceRecord(deviceID: "d1", publicKey: Data([1]), createdAt: 1))
         try store.registerDevice(GatewayDeviceRecord(deviceID: "d1", publicKey: Data([1]), createdAt: 2))
         #expect(try store.device(id: "d1")?.createdAt == 1)
@@ -170,8 +170,8 @@ struct GatewayStoreConformanceTests {
     }
 
     @Test(arguments: Backend.allCases)
-    func commitAckAndStatus(backend: Backend) throws {
-        let store = try backend.make()
+    func commitAckAndStatus(backend: Backend) async throws {
+        let store = try await backend.make()
         try store.registerApp(GatewayAppRecord(bundleID: "com.a", teamID: "T", storagePolicy: .all, createdAt: 0))
         let stored = try store.commit(pushes: [push("p1"), push("p2"), push("p3", device: "d2")], acknowledged: [], at: 200)
         #expect(stored.map(\.push.apnsID) == ["p1", "p2", "p3"])
@@ -201,8 +201,8 @@ struct GatewayStoreConformanceTests {
     /// repeats and gaps: exactly the acknowledged pushes are delivered (the SQLite store
     /// applies them as runs of consecutive sequences).
     @Test(arguments: Backend.allCases)
-    func acknowledgementsMarkExactlyTheirPushes(backend: Backend) throws {
-        let store = try backend.make()
+    func acknowledgementsMarkExactlyTheirPushes(backend: Backend) async throws {
+        let store = try await backend.make()
         try store.registerApp(GatewayAppRecord(bundleID: "com.a", teamID: "T", storagePolicy: .all, createdAt: 0))
         let stored = try store.commit(pushes: (0..<40).map { push("p\($0)", device: $0 % 4 == 3 ? "d2" : "d1") },
                                       acknowledged: [], at: 100)
@@ -225,8 +225,8 @@ struct GatewayStoreConformanceTests {
     }
 
     @Test(arguments: Backend.allCases)
-    func apnsPolicyKeepsOnlyTheLatestPerToken(backend: Backend) throws {
-        let store = try backend.make()
+    func apnsPolicyKeepsOnlyTheLatestPerToken(backend: Backend) async throws {
+        let store = try await backend.make()
         try store.registerApp(GatewayAppRecord(bundleID: "com.a", teamID: "T", storagePolicy: .apns, createdAt: 0))
         _ = try store.commit(pushes: [push("p1"), push("p2"), push("p3"), push("q1", token: "bb", bundle: "com.b")], acknowledged: [], at: 200)
         // com.b is not registered: the default policy is apns too.
@@ -236,8 +236,8 @@ struct GatewayStoreConformanceTests {
     }
 
     @Test(arguments: Backend.allCases)
-    func allPolicyCoalescesByCollapseID(backend: Backend) throws {
-        let store = try backend.make()
+    func allPolicyCoalescesByCollapseID(backend: Backend) async throws {
+        let store = try await backend.make()
         try store.registerApp(GatewayAppRecord(bundleID: "com.a", teamID: "T", storagePolicy: .all, createdAt: 0))
         _ = try store.commit(pushes: [push("p1", collapse: "score"), push("p2"), push("p3", collapse: "score"), push("p4", collapse: "other")],
                              acknowledged: [], at: 200)
@@ -246,8 +246,8 @@ struct GatewayStoreConformanceTests {
     }
 
     @Test(arguments: Backend.allCases)
-    func expiration(backend: Backend) throws {
-        let store = try backend.make()
+    func expiration(backend: Backend) async throws {
+        let store = try await backend.make()
         try store.registerApp(GatewayAppRecord(bundleID: "com.a", teamID: "T", storagePolicy: .all, createdAt: 0))
         _ = try store.commit(pushes: [push("now", expiresAt: 100), push("soon", expiresAt: 1000), push("later", expiresAt: 5000)],
                              acknowledged: [], at: 100)
@@ -264,8 +264,8 @@ struct GatewayStoreConformanceTests {
     }
 
     @Test(arguments: Backend.allCases)
-    func pruningDeletesOnlyFinishedPushesOlderThanTheCutoff(backend: Backend) throws {
-        let store = try backend.make()
+    func pruningDeletesOnlyFinishedPushesOlderThanTheCutoff(backend: Backend) async throws {
+        let store = try await backend.make()
         try store.registerApp(GatewayAppRecord(bundleID: "com.a", teamID: "T", storagePolicy: .all, createdAt: 0))
         let stored = try store.commit(pushes: [push("delivered-early"), push("expired", expiresAt: 150), push("open"),
                                                push("delivered-late"), push("other-open", device: "d2")], acknowledged: [], at: 100)
@@ -292,8 +292,8 @@ struct GatewayStoreConformanceTests {
     }
 
     @Test(arguments: Backend.allCases)
-    func statusAndEventsFindPushesByApnsIDAmongMany(backend: Backend) throws {
-        let store = try backend.make()
+    func statusAndEventsFindPushesByApnsIDAmongMany(backend: Backend) async throws {
+        let store = try await backend.make()
         var batch: [NewPush] = []
         for i in 0..<500 { batch.append(push("id-\(i % 250)", device: i % 2 == 0 ? "d1" : "d2")) }
         let stored = try store.commit(pushes: batch, acknowledged: [], at: 100)

@@ -15,8 +15,8 @@ struct PostgresGatewayStoreTests {
                 collapseID: nil, expiresAt: expiresAt, payload: Array(#"{"aps":{}}"#.utf8), acceptedAt: 100)
     }
 
-    func makeStore(partitionSize: Int64 = 4, url: String? = nil) throws -> PostgresGatewayStore? {
-        guard let cluster = try PostgresCluster.shared() else { return nil }
+    func makeStore(partitionSize: Int64 = 4, url: String? = nil) async throws -> PostgresGatewayStore? {
+        guard let cluster = try await PostgresCluster.shared() else { return nil }
         return try PostgresGatewayStore(url: url ?? cluster.createDatabase(prefix: "pgstore"), maximumConnections: 2,
                                         partitionSize: partitionSize)
     }
@@ -24,8 +24,8 @@ struct PostgresGatewayStoreTests {
     /// Pruning drops a partition whose every push finished before the cutoff (all of its
     /// rows at once), keeps one that holds an open push or one finished since, and never
     /// drops the partition still being filled.
-    @Test func pruningDropsFinishedPartitions() throws {
-        guard let store = try makeStore() else { return }
+    @Test func pruningDropsFinishedPartitions() async throws {
+        guard let store = try await makeStore() else { return }
         _ = try store.registerApp(GatewayAppRecord(bundleID: "com.a", teamID: "T", storagePolicy: .all, createdAt: 0))
         // Sequences 1…10: partitions [0,4) [4,8) [8,12).
         let stored = try store.commit(pushes: (1...10).map { push("p\($0)", device: $0 == 5 ? "d2" : "d1") }, acknowledged: [], at: 100)
@@ -54,7 +54,7 @@ struct PostgresGatewayStoreTests {
     /// Two stores on one database (two gateway nodes): one schema, migrated once, sequences
     /// from one counter, and each sees what the other committed.
     @Test func twoStoresShareOneDatabase() async throws {
-        guard let cluster = try PostgresCluster.shared() else { return }
+        guard let cluster = try await PostgresCluster.shared() else { return }
         let url = try cluster.createDatabase(prefix: "twonodes")
         // Opened at the same time: the migration runs once, under its lock.
         async let a = Task.detached { try PostgresGatewayStore(url: url, maximumConnections: 2, partitionSize: 100) }.value
@@ -156,15 +156,15 @@ struct PostgresGatewayStoreTests {
     /// PostgreSQL stopped: every call fails with a store error (never a result that was not
     /// committed); started again: the same store works on, with no call to reconnect, and
     /// sequences go on above every one issued before.
-    @Test func ridesOutAPostgreSQLRestart() throws {
-        guard let cluster = try PostgresCluster.own(name: "restart") else { return }
+    @Test func ridesOutAPostgreSQLRestart() async throws {
+        guard let cluster = try await PostgresCluster.own(name: "restart") else { return }
         defer { cluster.stop() }
         let store = try PostgresGatewayStore(url: cluster.createDatabase(prefix: "restart"), maximumConnections: 2, partitionSize: 100)
         let before = try store.commit(pushes: [push("before")], acknowledged: [], at: 100)
-        #expect(cluster.stopServer().status == 0)
+        #expect(await offThePool { cluster.stopServer() }.status == 0)
         #expect(throws: GatewayStoreError.self) { try store.commit(pushes: [push("during")], acknowledged: [], at: 200) }
         #expect(throws: GatewayStoreError.self) { try store.pendingPushes(deviceID: "d1", after: 0, limit: 10) }
-        #expect(cluster.startServer().status == 0)
+        #expect(await offThePool { cluster.startServer() }.status == 0)
         let after = try store.commit(pushes: [push("after")], acknowledged: [], at: 300)
         #expect(after[0].sequence > before[0].sequence)
         #expect(try store.pendingPushes(deviceID: "d1", after: 0, limit: 10).map(\.push.apnsID) == ["before", "after"])
@@ -173,8 +173,8 @@ struct PostgresGatewayStoreTests {
 
     /// A store opened again on the same database (a node restarted) keeps everything, and its
     /// sequences go on above the old ones, also when the newest pushes were pruned.
-    @Test func reopenedStoreContinuesTheSequence() throws {
-        guard let cluster = try PostgresCluster.shared() else { return }
+    @Test func reopenedStoreContinuesTheSequence() async throws {
+        guard let cluster = try await PostgresCluster.shared() else { return }
         let url = try cluster.createDatabase(prefix: "reopen")
         var store: PostgresGatewayStore? = try PostgresGatewayStore(url: url, maximumConnections: 1, partitionSize: 2)
         let first = try #require(store).commit(pushes: [push("one"), push("two"), push("three")], acknowledged: [], at: 100)
@@ -190,8 +190,8 @@ struct PostgresGatewayStoreTests {
 
     /// Maintenance runs on one node at a time: while one store holds the maintenance lock,
     /// another's `exclusively` skips (nil); afterwards it runs.
-    @Test func maintenanceRunsOnOneNodeAtATime() throws {
-        guard let cluster = try PostgresCluster.shared() else { return }
+    @Test func maintenanceRunsOnOneNodeAtATime() async throws {
+        guard let cluster = try await PostgresCluster.shared() else { return }
         let url = try cluster.createDatabase(prefix: "maintenance")
         let a = try PostgresGatewayStore(url: url, maximumConnections: 2, partitionSize: 100)
         let b = try PostgresGatewayStore(url: url, maximumConnections: 2, partitionSize: 100)

@@ -24,7 +24,7 @@ public final class GatedGatewayStore: GatewayStore {
     /// Waits (at most 10 s of real time) until a token write is held.
     public func waitUntilATokenWriteIsStuck() async -> Bool {
         let entered = self.entered
-        return await Task.detached { entered.wait(timeout: .now() + 10) == .success }.value
+        return await offThePool { entered.wait(timeout: .now() + 10) == .success }
     }
 
     public func addKey(_ key: ProviderKeyRecord) throws(GatewayStoreError) { try inner.addKey(key) }

@@ -36,9 +36,16 @@ public final class PostgresCluster: Sendable {
 
     /// The cluster every test of this process shares, started on first use; nil (after
     /// `requireTool`: a skip, or a failure under CI) when PostgreSQL is not installed.
-    public static func shared() throws -> PostgresCluster? {
+    /// Async, and started on a thread of its own: `initdb` and `pg_ctl start` take seconds,
+    /// and a test that waited for them (or for the lock, behind the first) on the cooperative
+    /// pool stalled every task of the test process meanwhile (see `offThePool`).
+    public static func shared() async throws -> PostgresCluster? {
         guard requireTool(binaryDirectory != nil, "PostgreSQL (initdb, pg_ctl)") else { return nil }
-        return try sharedCluster.withLock { cluster in
+        return try await offThePool { try startShared() }
+    }
+
+    private static func startShared() throws -> PostgresCluster {
+        try sharedCluster.withLock { cluster in
             if let cluster { return cluster }
             let started = try PostgresCluster.start(name: "shared")
             cluster = started
@@ -55,9 +62,9 @@ public final class PostgresCluster: Sendable {
     }
 
     /// A cluster of the caller's own (stop it with `stop()`); nil as for `shared()`.
-    public static func own(name: String = "own") throws -> PostgresCluster? {
+    public static func own(name: String = "own") async throws -> PostgresCluster? {
         guard requireTool(binaryDirectory != nil, "PostgreSQL (initdb, pg_ctl)") else { return nil }
-        return try start(name: name)
+        return try await offThePool { try start(name: name) }
     }
 
     struct Failure: Error, CustomStringConvertible {

@@ -14,7 +14,7 @@ import TidingsTestSupport
     }
 
     // The script waits up to a minute for each step (a loaded machine); a run takes about one.
-    @Test(.timeLimit(.minutes(10))) func theCenterInABrowser() throws {
+    @Test(.timeLimit(.minutes(10))) func theCenterInABrowser() async throws {
         guard requireTool(Self.browserPython != nil, "a Python with playwright (.ci/run: .ci-work/venv-browser)"),
               requireTool(FileManager.default.isExecutableFile(atPath: "/usr/bin/chromium"), "chromium (apt-get install chromium)") else { return }
         let work = FileManager.default.temporaryDirectory.appendingPathComponent("web-center-\(UUID().uuidString.prefix(8))")
@@ -27,7 +27,9 @@ import TidingsTestSupport
             arguments += ["--shots", BuiltProducts.packageRoot.appendingPathComponent("docs/images").path]
         }
         if ProcessInfo.processInfo.environment["TIDINGS_WEB_BENCH"] != nil { arguments.append("--bench") }
-        let (status, output) = try runTool(Self.browserPython!, arguments)
+        // On a thread of its own: the script runs for many seconds (see offThePool).
+        let (python, scriptArguments) = (Self.browserPython!, arguments)
+        let (status, output) = try await offThePool { try runTool(python, scriptArguments) }
         let lines = output.split(separator: "\n").map(String.init)
         let checks = lines.filter { $0.hasPrefix("ok ") || $0.hasPrefix("FAIL ") }
         for line in checks where line.hasPrefix("FAIL ") { Issue.record(Comment(rawValue: line)) }
