@@ -136,7 +136,7 @@ struct GatewayNodesTests {
     /// the registry refresh is set to an hour so that it cannot be what did it); another key
     /// of the same team keeps working on both; `tidings keys list` shows what is left.
     @Test func aKeyRevokedWithTheCLIIsRefusedOnEveryNode() async throws {
-        guard let cluster = try PostgresCluster.shared() else { return }
+        guard let cluster = try await PostgresCluster.shared() else { return }
         let url = try cluster.createDatabase(prefix: "revoke")
         let work = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-revoke-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
@@ -321,7 +321,7 @@ struct GatewayNodesTests {
     /// notification can close it; a push accepted by the old node afterwards reaches the
     /// device on the new node only.
     @Test func aNodeThatLosesALeaseStopsSendingAtOnce() async throws {
-        guard let cluster = try PostgresCluster.shared() else { return }
+        guard let cluster = try await PostgresCluster.shared() else { return }
         let url = try cluster.createDatabase(prefix: "leaselost")
         let slow: (inout GatewayConfiguration) -> Void = { $0.leaseRenewInterval = .hours(1) }
         let nodeA = try await GatewayHarness.start(store: .postgres(url: url), configure: slow)
@@ -382,7 +382,7 @@ struct GatewayNodesTests {
     /// policies keep, in order; the replaced pushes are `discarded (coalesced)` whichever node
     /// is asked.
     @Test func storagePoliciesAndCollapseIDsHoldAcrossNodes() async throws {
-        guard let cluster = try PostgresCluster.shared() else { return }
+        guard let cluster = try await PostgresCluster.shared() else { return }
         let url = try cluster.createDatabase(prefix: "policies")
         let nodeB = try await GatewayHarness.start(store: .postgres(url: url))
         let nodeA = try await ChildNode(databaseURL: url, admin: true)
@@ -437,7 +437,7 @@ struct GatewayNodesTests {
     /// `tidings status --database` all answer the same: `stored` while the device has it
     /// unacknowledged, then delivered (acknowledged) and presented, with the same times.
     @Test func deliveryStatusIsTheSameOnEveryNode() async throws {
-        guard let cluster = try PostgresCluster.shared() else { return }
+        guard let cluster = try await PostgresCluster.shared() else { return }
         let url = try cluster.createDatabase(prefix: "inspect")
         let nodeB = try await GatewayHarness.start(store: .postgres(url: url))
         let nodeA = try await ChildNode(databaseURL: url, admin: true)
@@ -515,7 +515,7 @@ struct GatewayNodesTests {
     /// device on the other, with nothing restarted or reconnected; every 200 is delivered, in
     /// the order it was accepted.
     @Test func postgreSQLStoppedAndStartedUnderLoadAcrossNodes() async throws {
-        guard let cluster = try PostgresCluster.own(name: "nodes") else { return }
+        guard let cluster = try await PostgresCluster.own(name: "nodes") else { return }
         defer { cluster.stop() }
         let url = try cluster.createDatabase(prefix: "outage")
         let nodeB = try await GatewayHarness.start(store: .postgres(url: url)) { $0.leaseRenewInterval = .milliseconds(50) }

@@ -137,7 +137,7 @@ final class FailoverRun: Sendable {
 
     static func run(kills: Int, label: String) async throws {
         guard requireTool(FileManager.default.isExecutableFile(atPath: BuiltProducts.tidings), "the tidings executable"),
-              let cluster = try PostgresCluster.shared() else { return }
+              let cluster = try await PostgresCluster.shared() else { return }
         let url = try cluster.createDatabase(prefix: "failover")
         let root = URL(fileURLWithPath: "/tmp/tfo-\(UUID().uuidString.prefix(8))")
         let deviceDir = root.appendingPathComponent("device")

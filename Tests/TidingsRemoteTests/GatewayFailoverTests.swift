@@ -64,7 +64,7 @@ struct GatewayFailoverTests {
     /// it), then connects to the second, which takes the device's lease and sends what was
     /// accepted meanwhile. Every push is shown once.
     @Test func linkMovesToTheOtherNodeAfterItsBackoff() async throws {
-        guard let cluster = try PostgresCluster.shared() else { return }
+        guard let cluster = try await PostgresCluster.shared() else { return }
         let url = try cluster.createDatabase(prefix: "failover")
         let clock = TestWallClock(now: Date())
         let system = try await NotificationTestSystem.start(storage: .sqlite, clock: clock)

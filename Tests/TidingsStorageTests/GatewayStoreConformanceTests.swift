@@ -130,8 +130,8 @@ struct GatewayStoreConformanceTests {
     /// A revoked key is gone from `key(id:)` and `keys()`; the others stay; an unknown (or
     /// already revoked) key id is `notFound` and changes nothing; the id can be registered again.
     @Test(arguments: Backend.allCases)
-    func revokingAKeyRemovesOnlyThatKey(backend: Backend) throws {
-        let store = try backend.make()
+    func revokingAKeyRemovesOnlyThatKey(backend: Backend) async throws {
+        let store = try await backend.make()
         let k1 = ProviderKeyRecord(keyID: "K1", teamID: "T1", publicKey: Data([4, 1, 2]), environment: .development, createdAt: 1)
         let k2 = ProviderKeyRecord(keyID: "K2", teamID: "T1", publicKey: Data([4, 3]), environment: nil, createdAt: 2)
         try store.addKey(k1)

@@ -90,7 +90,7 @@ struct PostgresGatewayStoreTests {
     /// other store listening on the database (`key:<id>` on the registry channel), once; a
     /// revocation refused (unknown key id) announces nothing.
     @Test func aRevokedKeyIsAnnouncedToTheOtherNodes() async throws {
-        guard let cluster = try PostgresCluster.shared() else { return }
+        guard let cluster = try await PostgresCluster.shared() else { return }
         let url = try cluster.createDatabase(prefix: "revoke")
         let revoking = try PostgresGatewayStore(url: url, maximumConnections: 1, partitionSize: 100)
         let listening = try PostgresGatewayStore(url: url, maximumConnections: 1, partitionSize: 100)
@@ -121,8 +121,8 @@ struct PostgresGatewayStoreTests {
         #expect(try listening.key(id: "K1") == nil)
     }
 
-    func limited(_ change: (inout PostgresStoreLimits) -> Void) throws -> PostgresGatewayStore? {
-        guard let cluster = try PostgresCluster.shared() else { return nil }
+    func limited(_ change: (inout PostgresStoreLimits) -> Void) async throws -> PostgresGatewayStore? {
+        guard let cluster = try await PostgresCluster.shared() else { return nil }
         var limits = PostgresStoreLimits()
         limits.partitionSize = 100
         change(&limits)
@@ -132,8 +132,8 @@ struct PostgresGatewayStoreTests {
     /// `statementTimeout` (here 200 ms) is PostgreSQL's `statement_timeout` on the store's
     /// connections: a statement within it completes, one past it is cancelled by the server (a
     /// store error), and the store goes on.
-    @Test func aStatementPastTheStatementTimeoutIsCancelled() throws {
-        guard let store = try limited({ $0.statementTimeout = .milliseconds(200); $0.maximumConnections = 1 }) else { return }
+    @Test func aStatementPastTheStatementTimeoutIsCancelled() async throws {
+        guard let store = try await limited({ $0.statementTimeout = .milliseconds(200); $0.maximumConnections = 1 }) else { return }
         #expect(try store.execute("SHOW statement_timeout").rows.first?.decode(String.self) == "200ms")
         _ = try store.execute("SELECT pg_sleep(0.05)")
         #expect { try store.execute("SELECT pg_sleep(3)") } throws: { "\($0)".contains("57014") }
@@ -143,13 +143,13 @@ struct PostgresGatewayStoreTests {
     /// `maximumConnections` bounds the pool and `acquireTimeout` (here 100 ms) the wait for a
     /// free connection: with one connection, a call made while it is taken (maintenance holds
     /// its lock session) fails after the wait ("busy"); with two, the same call runs.
-    @Test func aCallWaitsAtMostTheAcquireTimeoutForAConnection() throws {
-        guard let one = try limited({ $0.maximumConnections = 1; $0.acquireTimeout = .milliseconds(100) }) else { return }
+    @Test func aCallWaitsAtMostTheAcquireTimeoutForAConnection() async throws {
+        guard let one = try await limited({ $0.maximumConnections = 1; $0.acquireTimeout = .milliseconds(100) }) else { return }
         let started = ContinuousClock.now
         #expect { try one.exclusively { try one.keys() } } throws: { "\($0)".contains("stayed busy") }
         #expect(ContinuousClock.now - started < .seconds(5))
         #expect(try one.keys().isEmpty, "the pool goes on")
-        guard let two = try limited({ $0.maximumConnections = 2; $0.acquireTimeout = .milliseconds(100) }) else { return }
+        guard let two = try await limited({ $0.maximumConnections = 2; $0.acquireTimeout = .milliseconds(100) }) else { return }
         #expect(try two.exclusively { try two.keys() } == [])
     }
 
