@@ -644,18 +644,27 @@ def click_until(page, selector, done):
     """Clicks `selector` until `done` is on the page. The center redraws as events arrive
     (a card is replaced, moves up as one above it goes): a click that lands while its
     element is replaced is lost, so click again, for up to WAIT seconds. A page that never
-    shows `done` fails at the caller's next step."""
+    shows `done` fails at the caller's next step; what stopped the last click is printed.
+    Banners (which arrive late on a loaded machine and sit over the page) are taken away
+    first, as `expand` does."""
     deadline = time.time() + WAIT
+    last = None
     while True:
+        page.evaluate("document.querySelectorAll('.banner').forEach(b => b.remove())")
         try:
             page.click(selector, timeout=5000)
-        except Exception:
-            pass
+        except Exception as error:
+            last = error
         try:
             page.wait_for_selector(done, timeout=5000)
             return True
         except Exception:
             if time.time() > deadline:
+                overlays = page.evaluate("""() => [...document.querySelectorAll('body > *')]
+                    .filter(e => !e.hidden && getComputedStyle(e).display !== 'none')
+                    .map(e => e.tagName + '#' + e.id + '.' + e.className).join(' ')""")
+                print("click_until %s: %s never came; last click: %s; shown: %s"
+                      % (selector, done, str(last).splitlines()[0] if last else "landed", overlays))
                 return False
 
 

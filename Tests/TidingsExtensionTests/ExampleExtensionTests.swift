@@ -92,7 +92,7 @@ struct ExampleExtensionTests {
         let pipe = Pipe()
         process.standardOutput = pipe
         try process.run()
-        let wire = pipe.fileHandleForReading.readDataToEndOfFile()
+        let wire = readToEnd(pipe.fileHandleForReading)
         process.waitUntilExit()
         #expect(process.terminationStatus == 0)
         #expect(!String(decoding: wire, as: UTF8.self).contains("Lunch"))

@@ -31,8 +31,8 @@ struct ThirdPartyClientTests {
             kill(pid, SIGKILL)
         }
         // Read and wait on threads of their own, not on the cooperative pool (see offThePool).
-        async let stdoutData = offThePool { out.fileHandleForReading.readDataToEndOfFile() }
-        async let stderrData = offThePool { err.fileHandleForReading.readDataToEndOfFile() }
+        async let stdoutData = offThePool { readToEnd(out.fileHandleForReading) }
+        async let stderrData = offThePool { readToEnd(err.fileHandleForReading) }
         let (stdout, stderr) = await (stdoutData, stderrData)
         await offThePool { process.waitUntilExit() }
         killer.cancel()

@@ -239,7 +239,7 @@ struct RemoteProcessTests {
             try await Task.sleep(for: .seconds(60))
             kill(pid, SIGKILL)
         }
-        let data = await offThePool { pipe.fileHandleForReading.readDataToEndOfFile() }
+        let data = await offThePool { readToEnd(pipe.fileHandleForReading) }
         await offThePool { process.waitUntilExit() }
         killer.cancel()
         return (process.terminationStatus, String(decoding: data, as: UTF8.self))

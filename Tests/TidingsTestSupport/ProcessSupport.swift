@@ -95,9 +95,23 @@ public func runTool(_ path: String, _ arguments: [String], environment: [String:
     process.standardOutput = pipe
     process.standardError = pipe
     try process.run()
-    let data = pipe.fileHandleForReading.readDataToEndOfFile()
+    let data = readToEnd(pipe.fileHandleForReading)
     process.waitUntilExit()
     return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+}
+
+/// Everything `handle` gives until end of file. `FileHandle.readDataToEndOfFile` traps on an
+/// interrupted `read` (EINTR: a signal arrived — a child exiting, with several tests spawning
+/// at once); this retries it.
+public func readToEnd(_ handle: FileHandle) -> Data {
+    var data = Data()
+    var chunk = [UInt8](repeating: 0, count: 65_536)
+    while true {
+        let n = chunk.withUnsafeMutableBytes { read(handle.fileDescriptor, $0.baseAddress, $0.count) }
+        if n > 0 { data.append(contentsOf: chunk[..<n]); continue }
+        if n < 0 && errno == EINTR { continue }
+        return data
+    }
 }
 
 /// Whether a test that needs an external tool may go on: a missing tool skips with a
@@ -135,6 +149,12 @@ public final class SpawnedProcess: @unchecked Sendable {
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        // Nothing else of this process goes with it. Without this the child (and what it starts:
+        // `pg_ctl start` leaves the PostgreSQL server running for the whole test run) kept every
+        // descriptor the test process had open without close-on-exec at that moment — among
+        // them the socket by which Foundation's `Process` learns that another child exited, so
+        // that child was never reaped and a test awaiting its exit hung.
+        Self.closeFromThree(&actions)
         // The test process blocks some signals; a child starts with none blocked.
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
@@ -151,6 +171,18 @@ public final class SpawnedProcess: @unchecked Sendable {
         let spawned = posix_spawn(&pid, argv[0], &actions, &attributes, &cArguments, &cEnvironment)
         guard spawned == 0 else { throw Failure(description: "cannot run \(argv[0]): error \(spawned)") }
         self.pid = pid
+    }
+
+    /// `posix_spawn_file_actions_addclosefrom_np(actions, 3)` (glibc 2.34+, not imported into
+    /// Swift without _GNU_SOURCE, so looked up); where it is missing, every descriptor from 3 up
+    /// that is open now gets its own close action.
+    private static func closeFromThree(_ actions: inout posix_spawn_file_actions_t) {
+        typealias CloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
+        if let symbol = dlsym(nil, "posix_spawn_file_actions_addclosefrom_np") {
+            if unsafeBitCast(symbol, to: CloseFrom.self)(&actions, 3) == 0 { return }
+        }
+        let open = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+        for fd in open.compactMap(Int32.init) where fd > 2 { posix_spawn_file_actions_addclose(&actions, fd) }
     }
 
     public var output: String { (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? "" }
