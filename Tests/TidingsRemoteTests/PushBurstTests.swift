@@ -53,7 +53,7 @@ struct PushBurstTests {
         let app = try await h.launchApp(notificationDelegate: RecordingNotificationDelegate(), appDelegate: nil)
         let token = try await app.application.deviceTokenForRemoteNotifications()
         await h.stopLink()
-        let ids = (1...40).map { String(format: "00000000-0000-4000-8000-%012d", 0xb000 + $0) }
+        let ids = RemoteHarness.apnsIDs(0xb000, 40)
         for (n, id) in ids.enumerated() {
             #expect(try await h.push(token: token, body: #"{"aps":{"alert":"n\#(n)"}}"#, apnsID: id).status == 200)
         }
@@ -80,7 +80,7 @@ struct PushBurstTests {
         let app = try await h.launchApp(notificationDelegate: RecordingNotificationDelegate(), appDelegate: nil)
         let token = try await app.application.deviceTokenForRemoteNotifications()
         await h.stopLink()
-        let ids = (1...7).map { String(format: "00000000-0000-4000-8000-%012d", 0xc000 + $0) }
+        let ids = RemoteHarness.apnsIDs(0xc000, 7)
         for id in ids { #expect(try await h.push(token: token, body: #"{"aps":{"alert":"hi"}}"#, apnsID: id).status == 200) }
         let inbox = CountingInbox(InMemoryRemoteInbox())
         try await h.startLink(inbox: inbox, maximumHandOff: 3)
@@ -122,12 +122,17 @@ struct PushBurstTests {
     }
 }
 
-/// An inbox that counts what the gateway link asks of it.
+/// An inbox that counts what the gateway link asks of it; `beforeMark` runs before each
+/// processed mark reaches the base (a `MarkGate` holds them there).
 final class CountingInbox: RemoteInboxStore {
     struct Counts { var receives = 0, receivedPushes = 0, unprocessedReads = 0, marks = 0, processedPushes = 0, largestMark = 0 }
     private let base: any RemoteInboxStore
     private let state = Mutex(Counts())
-    init(_ base: any RemoteInboxStore) { self.base = base }
+    private let beforeMark: @Sendable () async -> Void
+    init(_ base: any RemoteInboxStore, beforeMark: @escaping @Sendable () async -> Void = {}) {
+        self.base = base
+        self.beforeMark = beforeMark
+    }
     var counts: Counts { state.withLock { $0 } }
 
     func receive(_ pushes: [RemotePush], at date: Date) async throws -> [Bool] {
@@ -139,6 +144,7 @@ final class CountingInbox: RemoteInboxStore {
         return try await base.unprocessed(after: position, limit: limit)
     }
     func markProcessed(_ pushes: [RemotePush]) async throws {
+        await beforeMark()
         state.withLock { $0.marks += 1; $0.processedPushes += pushes.count; $0.largestMark = max($0.largestMark, pushes.count) }
         try await base.markProcessed(pushes)
     }

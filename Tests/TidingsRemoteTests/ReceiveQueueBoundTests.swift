@@ -22,10 +22,6 @@ enum QueueBound: String, Sendable, CaseIterable, CustomTestStringConvertible {
 /// inbox within the same bound.
 @Suite("Remote receive queue bound", .serialized)
 struct ReceiveQueueBoundTests {
-    static func ids(_ base: Int, _ count: Int) -> [String] {
-        (1...count).map { String(format: "00000000-0000-4000-8000-%012d", base + $0) }
-    }
-
     /// A backlog of 40 (past the bound of 5) while hand-offs are held up (the processed mark of
     /// the first hand-off waits): the link takes exactly 5, acknowledges those, and waits; the
     /// rest stay unacknowledged at the gateway. Released, all 40 are shown once, in order, and
@@ -38,10 +34,11 @@ struct ReceiveQueueBoundTests {
         let app = try await h.launchApp(notificationDelegate: RecordingNotificationDelegate(), appDelegate: nil)
         let token = try await app.application.deviceTokenForRemoteNotifications()
         await h.stopLink()
-        let ids = Self.ids(0xd000, 40)
+        let ids = RemoteHarness.apnsIDs(0xd000, 40)
         let body = #"{"aps":{"alert":"same size"}}"#
         for id in ids { #expect(try await h.push(token: token, body: body, apnsID: id).status == 200) }
-        let inbox = GatedMarkInbox(InMemoryRemoteInbox())
+        let gate = MarkGate()
+        let inbox = CountingInbox(InMemoryRemoteInbox(), beforeMark: gate.wait)
         let link = try await h.startLink(inbox: inbox) { configuration in
             switch bound {
             case .count: configuration.maximumQueuedPushes = 5
@@ -49,16 +46,16 @@ struct ReceiveQueueBoundTests {
             case .payloadBytes: configuration.maximumQueuedPayloadBytes = 5 * body.utf8.count + body.utf8.count - 1
             }
         }
-        #expect(await eventually { await link.isWaitingForRoom && inbox.marksWaiting == 1 })
-        #expect(inbox.counting.counts.receivedPushes == 5, "taken up to the bound, not past it")
+        #expect(await eventually { await link.isWaitingForRoom && gate.marksWaiting == 1 })
+        #expect(inbox.counts.receivedPushes == 5, "taken up to the bound, not past it")
         #expect(await link.mostQueued.pushes == 5)
         #expect(await link.mostQueued.payloadBytes == 5 * body.utf8.count)
         #expect(await eventually { (try? await h.status(ids[4]).first?.deliveredAt) != nil }, "the five taken are acknowledged")
         #expect(try await h.status(ids[5]).first?.deliveredAt == nil, "the rest are not: the gateway keeps them")
-        inbox.open()
+        gate.open()
         #expect(await eventually { h.system.presenter.presentedIdentifiers.count == ids.count })
         #expect(h.system.presenter.presentedIdentifiers == ids, "every push once, in the order sent")
-        #expect(await eventually { inbox.counting.counts.processedPushes == ids.count })
+        #expect(await eventually { inbox.counts.processedPushes == ids.count })
         #expect(await link.mostQueued.pushes == 5, "never more than the bound queued")
         #expect(await link.mostQueued.payloadBytes <= 5 * body.utf8.count)
         withExtendedLifetime(app) {}
@@ -72,7 +69,7 @@ struct ReceiveQueueBoundTests {
         defer { Task { await h.stop() } }
         _ = try await h.install()
         let app = try await h.launchApp(notificationDelegate: RecordingNotificationDelegate(), appDelegate: nil)
-        let ids = Self.ids(0xe000, 30)
+        let ids = RemoteHarness.apnsIDs(0xe000, 30)
         let now = Int64(h.clock.now.timeIntervalSince1970 * 1000)
         let base = InMemoryRemoteInbox()
         let pushes = ids.enumerated().map { n, id in
@@ -91,14 +88,22 @@ struct ReceiveQueueBoundTests {
     }
 }
 
-/// An inbox whose first processed mark waits until the test opens it: a hand-off held up in
-/// the middle (as a slow engine or service extension would hold it).
-final class GatedMarkInbox: RemoteInboxStore {
-    let counting: CountingInbox
+/// Holds every processed mark until the test opens it: a hand-off held up in the middle (as a
+/// slow engine or service extension would hold it). `CountingInbox(base, beforeMark: gate.wait)`.
+final class MarkGate: Sendable {
     private let state = Mutex<(open: Bool, waiting: [CheckedContinuation<Void, Never>])>((false, []))
-    init(_ base: any RemoteInboxStore) { counting = CountingInbox(base) }
 
     var marksWaiting: Int { state.withLock { $0.waiting.count } }
+
+    func wait() async {
+        await withCheckedContinuation { c in
+            let open = state.withLock { s in
+                if !s.open { s.waiting.append(c) }
+                return s.open
+            }
+            if open { c.resume() }
+        }
+    }
 
     func open() {
         let waiting = state.withLock { s in
@@ -108,29 +113,4 @@ final class GatedMarkInbox: RemoteInboxStore {
         }
         for w in waiting { w.resume() }
     }
-
-    func markProcessed(_ pushes: [RemotePush]) async throws {
-        await withCheckedContinuation { c in
-            let open = state.withLock { s in
-                if !s.open { s.waiting.append(c) }
-                return s.open
-            }
-            if open { c.resume() }
-        }
-        try await counting.markProcessed(pushes)
-    }
-
-    func receive(_ pushes: [RemotePush], at date: Date) async throws -> [Bool] { try await counting.receive(pushes, at: date) }
-    func unprocessed(after position: RemoteInboxPosition?, limit: Int) async throws -> [(position: RemoteInboxPosition, push: RemotePush)] {
-        try await counting.unprocessed(after: position, limit: limit)
-    }
-    func apnsID(bundle: String, identifier: String) async throws -> String? { try await counting.apnsID(bundle: bundle, identifier: identifier) }
-    func prune(before date: Date) async throws { try await counting.prune(before: date) }
-    func count() async throws -> Int { try await counting.count() }
-    func addPendingEvents(_ events: [PendingDeliveryEvent]) async throws { try await counting.addPendingEvents(events) }
-    func pendingEvents(limit: Int) async throws -> [PendingDeliveryEvent] { try await counting.pendingEvents(limit: limit) }
-    func clearEvents(_ events: [PendingDeliveryEvent]) async throws { try await counting.clearEvents(events) }
-    func addRemoval(_ bundle: String) async throws { try await counting.addRemoval(bundle) }
-    func removals() async throws -> [String] { try await counting.removals() }
-    func clearRemoval(_ bundle: String) async throws { try await counting.clearRemoval(bundle) }
 }

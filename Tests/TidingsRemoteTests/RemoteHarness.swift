@@ -160,6 +160,11 @@ final class RemoteHarness: Sendable {
 
     /// The gateway's record of a push (accepted → … → presented → answered).
     func status(_ apnsID: String) async throws -> [PushStatus] { try await gateway.status(apnsID: apnsID) }
+
+    /// `count` apns-ids `base + 1 …`, as UUIDs whose order is the numbers' (tests that check order).
+    static func apnsIDs(_ base: Int, _ count: Int) -> [String] {
+        (1...count).map { String(format: "00000000-0000-4000-8000-%012d", base + $0) }
+    }
 }
 
 extension GatewayConfiguration {
