@@ -49,10 +49,7 @@ struct PushBurstTests {
     @Test @MainActor func aBacklogIsStoredAndHandedOverInBurstsWithoutReadingTheInboxBack() async throws {
         let h = try await RemoteHarness.start()
         defer { Task { await h.stop() } }
-        _ = try await h.install()
-        let app = try await h.launchApp(notificationDelegate: RecordingNotificationDelegate(), appDelegate: nil)
-        let token = try await app.application.deviceTokenForRemoteNotifications()
-        await h.stopLink()
+        let (app, token) = try await h.offlineApp()
         let ids = RemoteHarness.apnsIDs(0xb000, 40)
         for (n, id) in ids.enumerated() {
             #expect(try await h.push(token: token, body: #"{"aps":{"alert":"n\#(n)"}}"#, apnsID: id).status == 200)
@@ -76,10 +73,7 @@ struct PushBurstTests {
     @Test @MainActor func aHandOffTakesAtMostTheConfiguredNumberOfPushes() async throws {
         let h = try await RemoteHarness.start()
         defer { Task { await h.stop() } }
-        _ = try await h.install()
-        let app = try await h.launchApp(notificationDelegate: RecordingNotificationDelegate(), appDelegate: nil)
-        let token = try await app.application.deviceTokenForRemoteNotifications()
-        await h.stopLink()
+        let (app, token) = try await h.offlineApp()
         let ids = RemoteHarness.apnsIDs(0xc000, 7)
         for id in ids { #expect(try await h.push(token: token, body: #"{"aps":{"alert":"hi"}}"#, apnsID: id).status == 200) }
         let inbox = CountingInbox(InMemoryRemoteInbox())

@@ -34,10 +34,7 @@ struct ReceiptTests {
     @Test @MainActor func durableButUnacknowledgedPushIsShownOnce() async throws {
         let h = try await RemoteHarness.start()
         defer { Task { await h.stop() } }
-        _ = try await h.install()
-        let app = try await h.launchApp(notificationDelegate: RecordingNotificationDelegate(), appDelegate: nil)
-        let token = try await app.application.deviceTokenForRemoteNotifications()
-        await h.stopLink()
+        let (app, token) = try await h.offlineApp()
         let apnsID = "00000000-0000-4000-8000-00000000d001"
         #expect(try await h.push(token: token, body: #"{"aps":{"alert":"once"}}"#, apnsID: apnsID).status == 200)
 

@@ -30,10 +30,7 @@ struct ReceiveQueueBoundTests {
     @MainActor func aBurstPastTheBoundIsTakenAsHandOffsDrain(_ bound: QueueBound) async throws {
         let h = try await RemoteHarness.start()
         defer { Task { await h.stop() } }
-        _ = try await h.install()
-        let app = try await h.launchApp(notificationDelegate: RecordingNotificationDelegate(), appDelegate: nil)
-        let token = try await app.application.deviceTokenForRemoteNotifications()
-        await h.stopLink()
+        let (app, token) = try await h.offlineApp()
         let ids = RemoteHarness.apnsIDs(0xd000, 40)
         let body = #"{"aps":{"alert":"same size"}}"#
         for id in ids { #expect(try await h.push(token: token, body: body, apnsID: id).status == 200) }

@@ -133,6 +133,17 @@ final class RemoteHarness: Sendable {
         return RunningApp(center: center, application: application, transports: [centerTransport, appTransport])
     }
 
+    /// The app installed and launched with its device token, then the device offline (its link
+    /// stopped): what a test of stored pushes starts from.
+    @MainActor
+    func offlineApp() async throws -> (app: RunningApp, token: Data) {
+        _ = try await install()
+        let app = try await launchApp(notificationDelegate: RecordingNotificationDelegate(), appDelegate: nil)
+        let token = try await app.application.deviceTokenForRemoteNotifications()
+        await stopLink()
+        return (app, token)
+    }
+
     /// The person allows the app's notifications (as its first launch would ask).
     func authorize(_ bundle: String = RemoteHarness.bundleID) async throws {
         let transport = try await system.connect(bundle)

@@ -96,10 +96,7 @@ struct RemoteNotificationTests {
     @Test @MainActor func offlineDeviceGetsItsStoredPushesOnReconnect() async throws {
         for policy in [StoragePolicy.all, .apns] {
             let h = try await RemoteHarness.start(storagePolicy: policy)
-            _ = try await h.install()
-            let application = try await h.launchApp(notificationDelegate: RecordingNotificationDelegate(), appDelegate: nil)
-            let token: Data = try await application.application.deviceTokenForRemoteNotifications()
-            await h.stopLink()
+            let (application, token) = try await h.offlineApp()
             let ids = (1...3).map { "00000000-0000-4000-8000-00000000000\($0)" }
             for (n, id) in ids.enumerated() {
                 #expect(try await h.push(token: token, body: #"{"aps":{"alert":"offline \#(n)"}}"#, apnsID: id).status == 200)
@@ -144,10 +141,7 @@ struct RemoteNotificationTests {
     @Test @MainActor func expiredWhileTheDeviceWasAwayIsNeverShown() async throws {
         let h = try await RemoteHarness.start()
         defer { Task { await h.stop() } }
-        _ = try await h.install()
-        let application = try await h.launchApp(notificationDelegate: RecordingNotificationDelegate(), appDelegate: nil)
-        let token: Data = try await application.application.deviceTokenForRemoteNotifications()
-        await h.stopLink()
+        let (application, token) = try await h.offlineApp()
         let expiry = Int64(h.clock.now.timeIntervalSince1970) + 60
         #expect(try await h.push(token: token, body: #"{"aps":{"alert":"soon stale"}}"#, apnsID: "00000000-0000-4000-8000-0000000000e1",
                                  headers: [("apns-expiration", String(expiry))]).status == 200)
