@@ -26,10 +26,7 @@ struct DunstTests {
 
         let data = bus.directory.appendingPathComponent("data").path
         let manifest = bus.directory.appendingPathComponent("manifest.json").path
-        try """
-            {"bundleIdentifier": "com.example.tidings.sample", "displayName": "Tidings Sample",
-             "executable": "\(BuiltProducts.sampleApp)", "arguments": ["--listen"]}
-            """.write(toFile: manifest, atomically: true, encoding: .utf8)
+        try writeSampleAppManifest(to: manifest)
         let daemon = try ChildProcess(BuiltProducts.tidings, ["daemon", "--data-dir", data, "--consent", "grant", "--presenter", "desktop"],
                                       environment: environment, directory: bus.directory, name: "daemon")
         defer { daemon.stop() }
@@ -68,10 +65,7 @@ struct DunstTests {
         guard let mock = try await NotificationMock.start(on: bus) else { return }
         let data = bus.directory.appendingPathComponent("data").path
         let manifest = bus.directory.appendingPathComponent("manifest.json").path
-        try """
-            {"bundleIdentifier": "com.example.tidings.sample", "displayName": "Tidings Sample",
-             "executable": "\(BuiltProducts.sampleApp)", "arguments": ["--listen"]}
-            """.write(toFile: manifest, atomically: true, encoding: .utf8)
+        try writeSampleAppManifest(to: manifest)
         let daemon = try ChildProcess(BuiltProducts.tidings, ["daemon", "--data-dir", data, "--consent", "grant", "--presenter", "desktop"],
                                       environment: bus.environment, directory: bus.directory, name: "daemon")
         defer { daemon.stop() }
@@ -100,10 +94,7 @@ struct DunstTests {
         guard let mock = try await NotificationMock.start(on: bus, capabilities: "body actions") else { return }
         let data = bus.directory.appendingPathComponent("data").path
         let manifest = bus.directory.appendingPathComponent("manifest.json").path
-        try """
-            {"bundleIdentifier": "com.example.tidings.sample", "displayName": "Tidings Sample",
-             "executable": "\(BuiltProducts.sampleApp)", "arguments": ["--listen"]}
-            """.write(toFile: manifest, atomically: true, encoding: .utf8)
+        try writeSampleAppManifest(to: manifest)
         // The person's xdg-open, first in the daemon's PATH: it records what it was asked to open.
         let bin = bus.directory.appendingPathComponent("bin")
         try FileManager.default.createDirectory(at: bin, withIntermediateDirectories: true)

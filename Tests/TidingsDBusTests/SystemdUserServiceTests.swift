@@ -265,10 +265,7 @@ struct SystemdUserServiceTests {
 
         // An app as the user, with no TIDINGS_SOCKET: it finds the daemon where apps look by default.
         let manifest = manager.directory.appendingPathComponent("manifest.json").path
-        try """
-            {"bundleIdentifier": "com.example.tidings.sample", "displayName": "Tidings Sample",
-             "executable": "\(sampleApp)", "arguments": ["--listen"]}
-            """.write(toFile: manifest, atomically: true, encoding: .utf8)
+        try writeSampleAppManifest(to: manifest, executable: sampleApp)
         #expect(try manager.run([tidings, "apps", "install", manifest]).status == 0)
         let app = try manager.spawn([sampleApp], name: "app")
         defer { app.stop(signal: SIGKILL) }

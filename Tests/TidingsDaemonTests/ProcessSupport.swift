@@ -11,11 +11,7 @@ struct DaemonFixture {
     init() throws {
         directory = URL(fileURLWithPath: "/tmp/tdt-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let manifest = """
-            {"bundleIdentifier": "com.example.tidings.sample", "displayName": "Tidings Sample",
-             "executable": "\(BuiltProducts.sampleApp)", "arguments": ["--listen"]}
-            """
-        try manifest.write(toFile: self.manifest, atomically: true, encoding: .utf8)
+        try writeSampleAppManifest(to: manifest)
     }
 
     func startDaemon(_ extra: [String] = []) throws -> ChildProcess {

@@ -77,6 +77,15 @@ public final class ChildProcess: Sendable {
 }
 
 /// Runs the `tidings` CLI to completion; standard output and error together.
+/// Writes the sample app's manifest (Examples/SampleApp, `--listen` so that it stays to answer)
+/// to `path`, for `tidings apps install`.
+public func writeSampleAppManifest(to path: String, executable: String = BuiltProducts.sampleApp) throws {
+    try """
+        {"bundleIdentifier": "com.example.tidings.sample", "displayName": "Tidings Sample",
+         "executable": "\(executable)", "arguments": ["--listen"]}
+        """.write(toFile: path, atomically: true, encoding: .utf8)
+}
+
 public func runTidings(_ arguments: [String]) throws -> (status: Int32, output: String) {
     try runTool(BuiltProducts.tidings, arguments)
 }
