@@ -11,15 +11,7 @@ extension NotificationEngine {
     func deliver(_ request: NotificationRequestValue, bundle: String, date: Date, pendingKey: Int64?, nextFire: Date?, keepPending: Bool? = nil, push: String? = nil) async -> Presentation? {
         guard let settings = try? await settings(bundle) else { return nil }
         let notification = DeliveredNotificationValue(request: request, date: date)
-        let presentation: Presentation
-        if !settings.isAllowed {
-            presentation = .none
-        } else if let session = foregroundSession(bundle) {
-            let options = await askToPresent(notification, session: session)
-            presentation = options.map { Presentation(options: $0).limited(by: settings) } ?? .none
-        } else {
-            presentation = Presentation(settings: settings, content: request.content)
-        }
+        let presentation = await presentation(of: notification, bundle: bundle, settings: settings)
 
         let keep = keepPending ?? (nextFire != nil)
         var replaced: DeliveredNotificationValue?
@@ -55,6 +47,15 @@ extension NotificationEngine {
         }
         await delivered(request, bundle: bundle, presentation: presentation, replaced: replaced, keepPending: keep)
         return presentation
+    }
+
+    /// How a notification is presented: not at all when the app's notifications are off; as a
+    /// foreground app's delegate answers (within the settings); else as the settings say.
+    func presentation(of notification: DeliveredNotificationValue, bundle: String, settings: NotificationSettingsValue) async -> Presentation {
+        guard settings.isAllowed else { return .none }
+        guard let session = foregroundSession(bundle) else { return Presentation(settings: settings, content: notification.request.content) }
+        let options = await askToPresent(notification, session: session)
+        return options.map { Presentation(options: $0).limited(by: settings) } ?? .none
     }
 
     /// Hands a recorded delivery to the presenters (or withdraws the one it replaced when it

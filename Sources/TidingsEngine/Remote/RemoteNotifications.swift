@@ -176,16 +176,10 @@ extension NotificationEngine {
         let bundle = push.bundleIdentifier
         guard let settings = try? await settings(bundle) else { return nil }
         let notification = DeliveredNotificationValue(request: request, date: clock.now)
-        let presentation: Presentation
-        if !settings.isAllowed {
-            presentation = .none
-        } else if let session = foregroundSession(bundle) {
+        if settings.isAllowed, foregroundSession(bundle) != nil {
             await showRecorded(&recorded, outcomes: &outcomes)
-            let options = await askToPresent(notification, session: session)
-            presentation = options.map { Presentation(options: $0).limited(by: settings) } ?? .none
-        } else {
-            presentation = Presentation(settings: settings, content: request.content)
         }
+        let presentation = await presentation(of: notification, bundle: bundle, settings: settings)
         let written = presentation.list ? store.deliver(notification, for: bundle, push: push.deliveryKey) : nil
         return RecordedRemote(index: index, push: push, request: request, notification: notification, presentation: presentation, written: written)
     }
