@@ -175,8 +175,10 @@ public final class DeviceConnection: Sendable {
     }
 
     /// Reports a later stage of a push (shown to the person, answered), without waiting.
-    public func report(_ event: DeviceDeliveryEvent, apnsID: String) {
-        send(.event(apnsID: apnsID, event: event.rawValue))
+    /// `sequence`: the push's, as its `push` message carried it (the gateway then finds the
+    /// push by it; without, by searching the device's pushes for the apns-id).
+    public func report(_ event: DeviceDeliveryEvent, apnsID: String, sequence: Int64? = nil) {
+        send(.event(apnsID: apnsID, event: event.rawValue, sequence: sequence))
     }
 
     /// Whether the gateway confirms delivery events (its `welcome` said `"events":true`).
@@ -187,12 +189,12 @@ public final class DeviceConnection: Sendable {
     /// `report` sends it: false, once sent. Throws when the connection ends first or the
     /// gateway could not record it: report it again (recording twice is harmless).
     @discardableResult
-    public func record(_ event: DeviceDeliveryEvent, apnsID: String) async throws -> Bool {
+    public func record(_ event: DeviceDeliveryEvent, apnsID: String, sequence: Int64? = nil) async throws -> Bool {
         guard shared.recordsEvents else {
-            report(event, apnsID: apnsID)
+            report(event, apnsID: apnsID, sequence: sequence)
             return false
         }
-        let reply = try await request { id in .event(apnsID: apnsID, event: event.rawValue, requestID: id) }
+        let reply = try await request { id in .event(apnsID: apnsID, event: event.rawValue, requestID: id, sequence: sequence) }
         guard case .eventRecorded = reply else { throw DeviceClientError(reason: "ProtocolError", message: "unexpected \(reply)") }
         return true
     }

@@ -58,7 +58,7 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
     /// Before the handshake only a `hello` (about 250 bytes) is accepted: longer frames close
     /// the connection. After it, `GatewayConfiguration.deviceMaximumFrameLength`.
     static let maximumHandshakeFrameLength = 4096
-    private var pendingEvents: [(event: DeliveryEvent, apnsID: String, requestID: Int64?)] = []
+    private var pendingEvents: [(report: DeviceEventReport, requestID: Int64?)] = []
 
     init(core: GatewayCore) {
         self.core = core
@@ -270,7 +270,7 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
             }
             for sequence in sequences { acknowledged(sequence, session: session) }
             return
-        case .event(let apnsID, let event, let requestID):
+        case .event(let apnsID, let event, let requestID, let sequence):
             // What is queued is small and known: an apns-id is a UUID; an event the gateway
             // does not record (a newer device's) is confirmed at once, nothing kept.
             guard (try? APNsID(header: apnsID)) != nil else {
@@ -290,7 +290,7 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
                 }
                 return
             }
-            pendingEvents.append((known, apnsID, requestID))
+            pendingEvents.append(((known, apnsID, sequence), requestID))
             return
         default:
             break
@@ -393,12 +393,12 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
     private func recordEvents(context: ChannelHandlerContext) {
         guard !recordingEvents, !pendingEvents.isEmpty, case .ready(let session) = state else { return }
         recordingEvents = true
-        var batch: [(event: DeliveryEvent, apnsID: String, requestID: Int64?)] = []
+        var batch: [(report: DeviceEventReport, requestID: Int64?)] = []
         swap(&batch, &pendingEvents)
         let store = core.store
         let deviceID = session.deviceID
         let now = core.clock.nowMilliseconds()
-        let events = batch.map { (event: $0.event, apnsID: $0.apnsID) }
+        let events = batch.map(\.report)
         let ids = batch.compactMap(\.requestID)
         let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
         let handler = NIOLoopBound(self, eventLoop: context.eventLoop)

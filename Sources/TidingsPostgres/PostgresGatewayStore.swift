@@ -560,19 +560,33 @@ public final class PostgresGatewayStore: GatewayStore {
         """
     }
 
+    /// The push with this sequence, if it is the device's and has this apns-id (the device sent
+    /// the push's sequence): found by the partition key, not the apns-id index.
+    private static func recordQuery(_ column: String, apnsID: String, sequence: Int64, deviceID: String, at: EpochMilliseconds) -> PostgresQuery {
+        """
+        UPDATE gw_pushes SET \(unescaped: column) = coalesce(\(unescaped: column), \(at)), delivered_at = coalesce(delivered_at, \(at))
+        WHERE seq = \(sequence) AND apns_id = \(apnsID) AND device_id = \(deviceID)
+        """
+    }
+
     public func recordEvent(_ event: DeliveryEvent, apnsID: String, deviceID: String, at: EpochMilliseconds) throws(GatewayStoreError) -> Bool {
         guard let column = Self.eventColumn(event) else { return false }
         return try execute(Self.recordQuery(column, apnsID: apnsID, deviceID: deviceID, at: at)).metadata.rows ?? 0 > 0
     }
 
     /// Every event in one transaction.
-    public func recordEvents(_ events: [(event: DeliveryEvent, apnsID: String)], deviceID: String, at: EpochMilliseconds) throws(GatewayStoreError) {
-        let known = events.compactMap { e in Self.eventColumn(e.event).map { ($0, e.apnsID) } }
+    public func recordEvents(_ events: [DeviceEventReport], deviceID: String, at: EpochMilliseconds) throws(GatewayStoreError) {
+        let known = events.compactMap { e in
+            Self.eventColumn(e.event).map { column in
+                e.sequence.map { Self.recordQuery(column, apnsID: e.apnsID, sequence: $0, deviceID: deviceID, at: at) }
+                    ?? Self.recordQuery(column, apnsID: e.apnsID, deviceID: deviceID, at: at)
+            }
+        }
         guard !known.isEmpty else { return }
         let logger = self.logger
         try transaction { c in
-            for (column, apnsID) in known {
-                _ = try c.query(Self.recordQuery(column, apnsID: apnsID, deviceID: deviceID, at: at), logger: logger).wait()
+            for query in known {
+                _ = try c.query(query, logger: logger).wait()
             }
         }
     }

@@ -70,18 +70,41 @@ struct DeviceProtocolTests {
             .push(Self.push), .push(invalidUTF8), .push(controls), .ack(sequence: -3), .ack(sequence: .max),
             .acks(sequences: []), .acks(sequences: [1, 2, .min]), .welcome(deviceID: "ab", batchedAcks: true),
             .welcome(deviceID: "ab", batchedAcks: false), .error(requestID: nil, reason: "ProtocolError", message: "m"),
+            .event(apnsID: "a\"b", event: "presented"), .event(apnsID: "x", event: "answered", requestID: .min),
+            .event(apnsID: "x", event: "presented", requestID: 7, sequence: .max), .event(apnsID: "x", event: "presented", sequence: -1),
+            .eventRecorded(requestID: 0), .eventRecorded(requestID: .max),
         ]
         for message in messages {
             let fast = try DeviceMessage(decoding: message.encoded())
             let reference = try DeviceMessage.referenceDecoded(message.referenceEncoded())
             #expect(fast == reference, "\(message)")
             if case .push(let p) = message, p.payload != invalidUTF8.payload { #expect(fast == message) }
+            switch message {
+            case .event, .eventRecorded:
+                // Written by hand now: the same bytes as the reference, and the same message back.
+                #expect(message.encoded() == message.referenceEncoded(), "\(message)")
+                #expect(fast == message)
+            default: break
+            }
         }
         // Invalid UTF-8 in a payload becomes U+FFFD, as the reference encoder does.
         guard case .push(let decoded) = try DeviceMessage(decoding: DeviceMessage.push(invalidUTF8).encoded()) else {
             Issue.record("not a push"); return
         }
         #expect(decoded.payload == Array(String(decoding: invalidUTF8.payload, as: UTF8.self).utf8))
+    }
+
+    /// An event's `sequence` is optional (devices before it send none); present, an integer.
+    @Test func anEventsSequenceIsOptionalAndAnInteger() throws {
+        #expect(try DeviceMessage(decoding: Array(#"{"type":"event","apnsID":"a","event":"presented","sequence":12}"#.utf8))
+            == .event(apnsID: "a", event: "presented", sequence: 12))
+        #expect(try DeviceMessage(decoding: Array(#"{"type":"event","apnsID":"a","event":"presented","sequence":null}"#.utf8))
+            == .event(apnsID: "a", event: "presented"))
+        for bad in [#""12""#, "1.5", "true", "[1]"] {
+            #expect(throws: DeviceProtocolError.self) {
+                try DeviceMessage(decoding: Array(#"{"type":"event","apnsID":"a","event":"presented","sequence":\#(bad)}"#.utf8))
+            }
+        }
     }
 
     @Test func framesCarryTheirLength() throws {

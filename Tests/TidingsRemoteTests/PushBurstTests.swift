@@ -142,7 +142,7 @@ final class CountingInbox: RemoteInboxStore {
         state.withLock { $0.marks += 1; $0.processedPushes += pushes.count; $0.largestMark = max($0.largestMark, pushes.count) }
         try await base.markProcessed(pushes)
     }
-    func apnsID(bundle: String, identifier: String) async throws -> String? { try await base.apnsID(bundle: bundle, identifier: identifier) }
+    func latestPush(bundle: String, identifier: String) async throws -> (apnsID: String, sequence: Int64)? { try await base.latestPush(bundle: bundle, identifier: identifier) }
     func prune(before date: Date) async throws { try await base.prune(before: date) }
     func count() async throws -> Int { try await base.count() }
     func addPendingEvents(_ events: [PendingDeliveryEvent]) async throws { try await base.addPendingEvents(events) }

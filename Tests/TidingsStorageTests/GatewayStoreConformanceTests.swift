@@ -291,6 +291,26 @@ struct GatewayStoreConformanceTests {
         #expect(try store.backlog(deviceID: "d2", now: 1000).map(\.push.apnsID) == ["other-open"])
     }
 
+    /// An event that carries its push's sequence is recorded on that push — also on an older
+    /// push whose apns-id a newer one reuses — and only when the apns-id and the device match;
+    /// one without (older devices) lands on the latest push with that apns-id, as before.
+    @Test(arguments: Backend.allCases)
+    func anEventWithItsPushesSequenceRecordsExactlyThatPush(backend: Backend) async throws {
+        let store = try await backend.make()
+        let stored = try store.commit(pushes: [push("r"), push("x"), push("r"), push("y", device: "d2")], acknowledged: [], at: 100)
+        _ = try store.commit(pushes: [], acknowledged: stored.map(\.sequence), at: 150)
+        try store.recordEvents([(.presented, "r", stored[0].sequence)], deviceID: "d1", at: 300)
+        #expect(try store.status(apnsID: "r").map(\.presentedAt) == [300, nil], "the older push, by its sequence")
+        try store.recordEvents([(.presented, "x", stored[0].sequence),   // another push's sequence
+                                (.answered, "y", stored[3].sequence),    // another device's push
+                                (.presented, "r", stored[3].sequence + 1_000)], deviceID: "d1", at: 400)
+        #expect(try store.status(apnsID: "x").map(\.presentedAt) == [nil])
+        #expect(try store.status(apnsID: "y").map(\.answeredAt) == [nil])
+        #expect(try store.status(apnsID: "r").map(\.presentedAt) == [300, nil])
+        try store.recordEvents([(.answered, "r", nil)], deviceID: "d1", at: 500)
+        #expect(try store.status(apnsID: "r").map(\.answeredAt) == [nil, 500], "without a sequence: the latest")
+    }
+
     @Test(arguments: Backend.allCases)
     func statusAndEventsFindPushesByApnsIDAmongMany(backend: Backend) async throws {
         let store = try await backend.make()

@@ -87,9 +87,11 @@ struct RemoteInboxConformanceTests {
         let inbox = try backend.make()
         _ = try await inbox.receive([push(1, collapse: "score"), push(2)], at: t0)
         _ = try await inbox.receive([push(3, collapse: "score")], at: t0.addingTimeInterval(1))
-        #expect(try await inbox.apnsID(bundle: app, identifier: "score") == push(3).apnsID)
-        #expect(try await inbox.apnsID(bundle: app, identifier: push(2).apnsID) == push(2).apnsID, "no collapse id: the apns-id is the identifier")
-        #expect(try await inbox.apnsID(bundle: "com.example.other", identifier: "score") == nil)
+        let score = try await inbox.latestPush(bundle: app, identifier: "score")
+        #expect(score?.apnsID == push(3).apnsID && score?.sequence == 3)
+        let plain = try await inbox.latestPush(bundle: app, identifier: push(2).apnsID)
+        #expect(plain?.apnsID == push(2).apnsID && plain?.sequence == 2, "no collapse id: the apns-id is the identifier")
+        #expect(try await inbox.latestPush(bundle: "com.example.other", identifier: "score") == nil)
     }
 
     @Test(arguments: RemoteInboxBackend.allCases)
@@ -107,12 +109,12 @@ struct RemoteInboxConformanceTests {
     @Test(arguments: RemoteInboxBackend.allCases)
     func deliveryEventsWaitOnceEachOldestFirstWithinTheLimit(_ backend: RemoteInboxBackend) async throws {
         let inbox = try backend.make(maximumPendingEvents: 3)
-        let a = PendingDeliveryEvent(event: "presented", apnsID: "a")
+        let a = PendingDeliveryEvent(event: "presented", apnsID: "a", sequence: 41)
         let b = PendingDeliveryEvent(event: "presented", apnsID: "b")
-        let bAnswered = PendingDeliveryEvent(event: "answered", apnsID: "b")
+        let bAnswered = PendingDeliveryEvent(event: "answered", apnsID: "b", sequence: .max)
         try await inbox.addPendingEvents([a, b])
-        try await inbox.addPendingEvents([a])
-        #expect(try await inbox.pendingEvents(limit: 10) == [a, b], "an event kept once")
+        try await inbox.addPendingEvents([a, PendingDeliveryEvent(event: "presented", apnsID: "a", sequence: 42)])
+        #expect(try await inbox.pendingEvents(limit: 10) == [a, b], "an event kept once per push and stage, with its sequence")
         try await inbox.addPendingEvents([bAnswered])
         #expect(try await inbox.pendingEvents(limit: 2) == [a, b])
         #expect(try await inbox.pendingEvents(limit: 0) == [])
@@ -151,6 +153,25 @@ struct SQLiteRemoteInboxTests {
         let reopened = try SQLiteRemoteInbox(path: path)
         #expect(try await reopened.unprocessed() == [push(2, pushType: .voip), push(3)])
         #expect(try await reopened.pendingEvents(limit: 5).map(\.apnsID) == ["x"])
+    }
+
+    /// An inbox made before events kept their push's sequence: the column is added, the events
+    /// waiting in it are kept (without a sequence), new ones get theirs.
+    @Test func pendingEventsOfAnOlderInboxKeepWaiting() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("remote-\(UUID().uuidString).sqlite").path
+        let queue = try DatabaseQueue(path: path)
+        try await queue.write { db in
+            try db.execute(sql: """
+                CREATE TABLE pending_event (apns_id TEXT NOT NULL, event TEXT NOT NULL, UNIQUE (apns_id, event));
+                INSERT INTO pending_event (apns_id, event) VALUES ('old', 'presented');
+                """)
+        }
+        try queue.close()
+        let inbox = try SQLiteRemoteInbox(path: path)
+        try await inbox.addPendingEvents([PendingDeliveryEvent(event: "answered", apnsID: "new", sequence: 5)])
+        #expect(try await inbox.pendingEvents(limit: 5) == [PendingDeliveryEvent(event: "presented", apnsID: "old"),
+                                                            PendingDeliveryEvent(event: "answered", apnsID: "new", sequence: 5)])
+        _ = try SQLiteRemoteInbox(path: path)  // opening again: the column is there, nothing added twice
     }
 
     @Test func aPayloadStoredAsTextBeforeIsReadAsItsBytes() async throws {

@@ -31,7 +31,10 @@ public enum DeviceMessage: Sendable, Hashable {
     case acks(sequences: [Int64])
     /// Device → server: a later stage of a delivered push (`presented`, `answered`). With a
     /// `requestID`, a gateway whose welcome said `"events":true` answers `eventRecorded`.
-    case event(apnsID: String, event: String, requestID: Int64? = nil)
+    /// `sequence`: the push's sequence number, as its `push` message carried it — the gateway
+    /// finds the push by it (and checks the apns-id) instead of searching the device's pushes
+    /// for the apns-id; devices before this send none.
+    case event(apnsID: String, event: String, requestID: Int64? = nil, sequence: Int64? = nil)
     /// Server → device: the `event` with this request id is durable (recording it again is harmless).
     case eventRecorded(requestID: Int64)
     /// Either way: keep-alive and its answer.
@@ -152,8 +155,8 @@ extension DeviceMessage {
         out[start + 3] = UInt8(truncatingIfNeeded: length)
     }
 
-    /// Appends the JSON text. The messages of the delivery path (`push`, `ack`, `acks`) are
-    /// written byte by byte; the rest through `JSONValue` (`referenceEncoded`).
+    /// Appends the JSON text. The messages of the delivery path (`push`, `ack`, `acks`, `event`,
+    /// `eventRecorded`) are written byte by byte; the rest through `JSONValue` (`referenceEncoded`).
     public func encode(into out: inout [UInt8]) {
         var w = DeviceJSONWriter(out: out)
         out = []
@@ -171,6 +174,15 @@ extension DeviceMessage {
                 w.integer(s)
             }
             w.raw("]}")
+        case .event(let apnsID, let event, let requestID, let sequence):
+            // Keys sorted, as `referenceEncoded` writes them.
+            w.raw("{\"apnsID\":"); w.string(apnsID)
+            w.raw(",\"event\":"); w.string(event)
+            if let requestID { w.raw(",\"requestID\":"); w.integer(requestID) }
+            if let sequence { w.raw(",\"sequence\":"); w.integer(sequence) }
+            w.raw(",\"type\":\"event\"}")
+        case .eventRecorded(let requestID):
+            w.raw("{\"requestID\":"); w.integer(requestID); w.raw(",\"type\":\"eventRecorded\"}")
         default:
             w.out.append(contentsOf: referenceEncoded())
         }
@@ -202,9 +214,10 @@ extension DeviceMessage {
             if let c = p.collapseID { o["collapseID"] = .string(c) }
         case .ack(let seq): o = ["type": "ack", "sequence": .integer(seq)]
         case .acks(let seqs): o = ["type": "acks", "sequences": .array(seqs.map { .integer($0) })]
-        case .event(let id, let event, let requestID):
+        case .event(let id, let event, let requestID, let sequence):
             o = ["type": "event", "apnsID": .string(id), "event": .string(event)]
             if let requestID { o["requestID"] = .integer(requestID) }
+            if let sequence { o["sequence"] = .integer(sequence) }
         case .eventRecorded(let id): o = ["type": "eventRecorded", "requestID": .integer(id)]
         case .ping(let n): o = ["type": "ping", "id": .integer(n)]
         case .pong(let n): o = ["type": "pong", "id": .integer(n)]
@@ -294,7 +307,14 @@ extension DeviceMessage {
             case .integer(let i)?: id = i
             default: throw DeviceProtocolError("event: requestID is not an integer")
             }
-            self = .event(apnsID: try stringField(.apnsID), event: try stringField(.event), requestID: id)
+            // `sequence` likewise (devices before it send none).
+            let sequence: Int64?
+            switch o[.sequence] {
+            case nil, .null?: sequence = nil
+            case .integer(let i)?: sequence = i
+            default: throw DeviceProtocolError("event: sequence is not an integer")
+            }
+            self = .event(apnsID: try stringField(.apnsID), event: try stringField(.event), requestID: id, sequence: sequence)
         case "eventRecorded": self = .eventRecorded(requestID: try intField(.requestID))
         case "ping": self = .ping(try intField(.id))
         case "pong": self = .pong(try intField(.id))

@@ -434,12 +434,12 @@ public actor GatewayLink: RemoteNotificationLink {
     }
 
     public func presented(_ pushes: [RemotePush]) async {
-        await report(pushes.map { PendingDeliveryEvent(event: DeviceDeliveryEvent.presented.rawValue, apnsID: $0.apnsID) })
+        await report(pushes.map { PendingDeliveryEvent(event: DeviceDeliveryEvent.presented.rawValue, apnsID: $0.apnsID, sequence: $0.sequence) })
     }
 
     public func answered(bundleIdentifier: String, requestIdentifier: String) async {
-        guard let apnsID = try? await inbox.apnsID(bundle: bundleIdentifier, identifier: requestIdentifier) else { return }
-        await report([PendingDeliveryEvent(event: DeviceDeliveryEvent.answered.rawValue, apnsID: apnsID)])
+        guard let push = try? await inbox.latestPush(bundle: bundleIdentifier, identifier: requestIdentifier) else { return }
+        await report([PendingDeliveryEvent(event: DeviceDeliveryEvent.answered.rawValue, apnsID: push.apnsID, sequence: push.sequence)])
     }
 
     /// Durable first (the inbox keeps them across reconnects and daemon restarts, one write
@@ -450,7 +450,7 @@ public actor GatewayLink: RemoteNotificationLink {
         do { try await inbox.addPendingEvents(events) } catch {
             logger.warning("could not keep delivery events", metadata: ["events": "\(events.count)", "error": "\(error)"])
             if case .connected(let connection) = phase {
-                for e in events { connection.report(DeviceDeliveryEvent(rawValue: e.event), apnsID: e.apnsID) }
+                for e in events { connection.report(DeviceDeliveryEvent(rawValue: e.event), apnsID: e.apnsID, sequence: e.sequence) }
             }
             return
         }
@@ -476,7 +476,7 @@ public actor GatewayLink: RemoteNotificationLink {
                 for e in window {
                     group.addTask {
                         do {
-                            _ = try await connection.record(DeviceDeliveryEvent(rawValue: e.event), apnsID: e.apnsID)
+                            _ = try await connection.record(DeviceDeliveryEvent(rawValue: e.event), apnsID: e.apnsID, sequence: e.sequence)
                             return e
                         } catch { return nil }
                     }

@@ -38,6 +38,10 @@ public final class SQLiteRemoteInbox: RemoteInboxStore {
                 CREATE TABLE IF NOT EXISTS pending_removal (bundle TEXT PRIMARY KEY NOT NULL);
                 CREATE TABLE IF NOT EXISTS pending_event (apns_id TEXT NOT NULL, event TEXT NOT NULL, UNIQUE (apns_id, event));
                 """)
+            // The push's sequence, sent with the event (inboxes made before it lack the column; their events have none).
+            if try !db.columns(in: "pending_event").contains(where: { $0.name == "sequence" }) {
+                try db.execute(sql: "ALTER TABLE pending_event ADD COLUMN sequence INTEGER")
+            }
         }
     }
 
@@ -110,10 +114,10 @@ public final class SQLiteRemoteInbox: RemoteInboxStore {
         }
     }
 
-    public func apnsID(bundle: String, identifier: String) async throws -> String? {
+    public func latestPush(bundle: String, identifier: String) async throws -> (apnsID: String, sequence: Int64)? {
         try await queue.read { db in
-            try String.fetchOne(db, sql: "SELECT apns_id FROM push WHERE bundle = ? AND identifier = ? ORDER BY received_at DESC, sequence DESC LIMIT 1",
-                                arguments: [bundle, identifier])
+            try Row.fetchOne(db, sql: "SELECT apns_id, sequence FROM push WHERE bundle = ? AND identifier = ? ORDER BY received_at DESC, sequence DESC LIMIT 1",
+                             arguments: [bundle, identifier]).map { ($0[0], $0[1]) }
         }
     }
 
@@ -135,8 +139,8 @@ public final class SQLiteRemoteInbox: RemoteInboxStore {
         let limit = maximumPendingEvents
         try await withoutSync { db in
             try db.inTransaction {
-                let insert = try db.cachedStatement(sql: "INSERT OR IGNORE INTO pending_event (apns_id, event) VALUES (?, ?)")
-                for e in events { try insert.execute(arguments: [e.apnsID, e.event]) }
+                let insert = try db.cachedStatement(sql: "INSERT OR IGNORE INTO pending_event (apns_id, event, sequence) VALUES (?, ?, ?)")
+                for e in events { try insert.execute(arguments: [e.apnsID, e.event, e.sequence]) }
                 try db.execute(sql: "DELETE FROM pending_event WHERE rowid <= (SELECT MAX(rowid) FROM pending_event) - ?", arguments: [limit])
                 return .commit
             }
@@ -145,8 +149,8 @@ public final class SQLiteRemoteInbox: RemoteInboxStore {
 
     public func pendingEvents(limit: Int) async throws -> [PendingDeliveryEvent] {
         try await queue.read { db in
-            try Row.fetchAll(db, sql: "SELECT event, apns_id FROM pending_event ORDER BY rowid LIMIT ?", arguments: [max(0, limit)]).map {
-                PendingDeliveryEvent(event: $0[0], apnsID: $0[1])
+            try Row.fetchAll(db, sql: "SELECT event, apns_id, sequence FROM pending_event ORDER BY rowid LIMIT ?", arguments: [max(0, limit)]).map {
+                PendingDeliveryEvent(event: $0[0], apnsID: $0[1], sequence: $0[2])
             }
         }
     }

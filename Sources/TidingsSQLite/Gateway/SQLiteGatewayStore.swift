@@ -709,11 +709,17 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     /// Every event in one transaction (one commit, one sync): what a device reported in a
     /// burst. The device's row is looked up once per batch.
-    public func recordEvents(_ events: [(event: DeliveryEvent, apnsID: String)], deviceID: String, at: EpochMilliseconds) throws(GatewayStoreError) {
+    public func recordEvents(_ events: [DeviceEventReport], deviceID: String, at: EpochMilliseconds) throws(GatewayStoreError) {
         guard !events.isEmpty else { return }
         try write { db in
             guard let device = try Self.deviceNo(deviceID, db) else { return }
-            for e in events { _ = try Self.record(e.event, apnsID: e.apnsID, deviceNo: device, at: at, db) }
+            for e in events {
+                if let sequence = e.sequence {
+                    _ = try Self.record(e.event, apnsID: e.apnsID, sequence: sequence, deviceNo: device, at: at, db)
+                } else {
+                    _ = try Self.record(e.event, apnsID: e.apnsID, deviceNo: device, at: at, db)
+                }
+            }
         }
     }
 
@@ -730,14 +736,27 @@ public final class SQLiteGatewayStore: GatewayStore {
     }
 
     /// The first time of a stage is kept (`COALESCE`): recording an event again changes nothing.
+    /// Without the push's sequence (devices before it sent one): the device's pushes are walked
+    /// from the newest back to the apns-id — the push log has no apns-id index (it is append-only:
+    /// docs/benchmarks.md, Gateway step 1), so an event for an old push of a device with many
+    /// newer ones walks all of those.
     private static func record(_ event: DeliveryEvent, apnsID: String, deviceNo device: Int64, at: EpochMilliseconds, _ db: Database) throws -> Bool {
-        guard let column = eventColumn(event),
-              let seq = try Int64.fetchOne(db, sql: """
+        guard eventColumn(event) != nil,
+              let seq = try Int64.fetchOne(db.cachedStatement(sql: """
                 SELECT seq FROM gw_pushes INDEXED BY gw_pushes_device WHERE device_no = ? AND apns_id = ? ORDER BY seq DESC LIMIT 1
-                """, arguments: [device, apnsID]) else { return false }
-        try db.execute(sql: "UPDATE gw_pushes SET \(column) = COALESCE(\(column), ?), delivered_at = COALESCE(delivered_at, ?) WHERE seq = ?",
-                       arguments: [at, at, seq])
-        return true
+                """), arguments: [device, apnsID]) else { return false }
+        return try record(event, apnsID: apnsID, sequence: seq, deviceNo: device, at: at, db)
+    }
+
+    /// The push with this sequence, if it is the device's and has this apns-id: one lookup by
+    /// the primary key. A sequence that names another push (or none) records nothing.
+    private static func record(_ event: DeliveryEvent, apnsID: String, sequence: Int64, deviceNo device: Int64, at: EpochMilliseconds, _ db: Database) throws -> Bool {
+        guard let column = eventColumn(event) else { return false }
+        try db.cachedStatement(sql: """
+            UPDATE gw_pushes SET \(column) = COALESCE(\(column), ?), delivered_at = COALESCE(delivered_at, ?)
+            WHERE seq = ? AND device_no = ? AND apns_id = ?
+            """).execute(arguments: [at, at, sequence, device, apnsID])
+        return db.changesCount > 0
     }
 
     public func expirePushes(now: EpochMilliseconds, limit: Int) throws(GatewayStoreError) -> Int {

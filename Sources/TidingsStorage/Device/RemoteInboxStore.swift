@@ -6,10 +6,14 @@ import TidingsCore
 public struct PendingDeliveryEvent: Sendable, Hashable {
     public var event: String
     public var apnsID: String
+    /// The push's sequence number at the gateway (sent with the event, so the gateway finds
+    /// the push by key); nil for events kept before it was recorded.
+    public var sequence: Int64?
 
-    public init(event: String, apnsID: String) {
+    public init(event: String, apnsID: String, sequence: Int64? = nil) {
         self.event = event
         self.apnsID = apnsID
+        self.sequence = sequence
     }
 }
 
@@ -36,8 +40,8 @@ public protocol RemoteInboxStore: Sendable {
     /// a power failure only means the push is recovered, and the engine's delivered list keeps
     /// it from showing twice). Pushes not in the inbox are ignored.
     func markProcessed(_ pushes: [RemotePush]) async throws
-    /// The apns-id of the latest push received that became this request identifier.
-    func apnsID(bundle: String, identifier: String) async throws -> String?
+    /// The apns-id and sequence of the latest push received that became this request identifier.
+    func latestPush(bundle: String, identifier: String) async throws -> (apnsID: String, sequence: Int64)?
     /// Forgets processed pushes received before `date` (they can no longer come again).
     func prune(before date: Date) async throws
     /// How many pushes the inbox holds, processed or not.
@@ -164,9 +168,9 @@ public final class InMemoryRemoteInbox: RemoteInboxStore {
         }
     }
 
-    public func apnsID(bundle: String, identifier: String) async throws -> String? {
+    public func latestPush(bundle: String, identifier: String) async throws -> (apnsID: String, sequence: Int64)? {
         state.withLock { s in
-            s.entries.last { $0.push.bundleIdentifier == bundle && $0.push.requestIdentifier == identifier }?.push.apnsID
+            s.entries.last { $0.push.bundleIdentifier == bundle && $0.push.requestIdentifier == identifier }.map { ($0.push.apnsID, $0.push.sequence) }
         }
     }
 
@@ -181,7 +185,8 @@ public final class InMemoryRemoteInbox: RemoteInboxStore {
 
     public func addPendingEvents(_ events: [PendingDeliveryEvent]) async throws {
         state.withLock { s in
-            for event in events where !s.events.contains(event) { s.events.append(event) }
+            // Kept once per push and stage, as the SQLite inbox's UNIQUE (apns_id, event).
+            for event in events where !s.events.contains(where: { $0.apnsID == event.apnsID && $0.event == event.event }) { s.events.append(event) }
             if s.events.count > maximumPendingEvents { s.events.removeFirst(s.events.count - maximumPendingEvents) }
         }
     }
@@ -191,8 +196,8 @@ public final class InMemoryRemoteInbox: RemoteInboxStore {
     }
 
     public func clearEvents(_ events: [PendingDeliveryEvent]) async throws {
-        let gone = Set(events)
-        state.withLock { $0.events.removeAll { gone.contains($0) } }
+        let gone = Set(events.map { [$0.apnsID, $0.event] })
+        state.withLock { $0.events.removeAll { gone.contains([$0.apnsID, $0.event]) } }
     }
 
     public func addRemoval(_ bundle: String) async throws { _ = state.withLock { $0.removals.insert(bundle) } }

@@ -67,8 +67,11 @@ public protocol GatewayStore: Sendable {
     func recordEvent(_ event: DeliveryEvent, apnsID: String, deviceID: String, at: EpochMilliseconds) throws(GatewayStoreError) -> Bool
     /// Records several events of one device durably (in one transaction where the backend can:
     /// the device channel records a read burst's events together). Recording an event again
-    /// changes nothing (the first time of each stage is kept).
-    func recordEvents(_ events: [(event: DeliveryEvent, apnsID: String)], deviceID: String, at: EpochMilliseconds) throws(GatewayStoreError)
+    /// changes nothing (the first time of each stage is kept). An event with a `sequence` (the
+    /// push's, as the device received it) is recorded on that push only if its apns-id and
+    /// device match — one lookup by key, never a search; one without (older devices) on the
+    /// device's latest push with that apns-id.
+    func recordEvents(_ events: [DeviceEventReport], deviceID: String, at: EpochMilliseconds) throws(GatewayStoreError)
     /// Marks up to `limit` undelivered pushes whose expiration passed as discarded; returns
     /// how many (callers repeat while it returns `limit`, so no transaction grows unbounded).
     @discardableResult
@@ -80,9 +83,13 @@ public protocol GatewayStore: Sendable {
     func prunePushes(finishedBefore cutoff: EpochMilliseconds, limit: Int) throws(GatewayStoreError) -> Int
 }
 
+/// A delivery event as a device reported it (`recordEvents`): the stage, the push's apns-id and,
+/// from devices that send it, the push's sequence number.
+public typealias DeviceEventReport = (event: DeliveryEvent, apnsID: String, sequence: Int64?)
+
 extension GatewayStore {
     /// One `recordEvent` per event (a backend with transactions records them in one).
-    public func recordEvents(_ events: [(event: DeliveryEvent, apnsID: String)], deviceID: String, at: EpochMilliseconds) throws(GatewayStoreError) {
+    public func recordEvents(_ events: [DeviceEventReport], deviceID: String, at: EpochMilliseconds) throws(GatewayStoreError) {
         for e in events { try recordEvent(e.event, apnsID: e.apnsID, deviceID: deviceID, at: at) }
     }
 }

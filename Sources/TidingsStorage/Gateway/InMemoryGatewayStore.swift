@@ -189,17 +189,34 @@ public final class InMemoryGatewayStore: GatewayStore {
         state.withLock { s in
             guard let seq = s.pushes.values.filter({ $0.stored.push.apnsID == apnsID && $0.stored.push.deviceID == deviceID })
                 .map(\.stored.sequence).max() else { return false }
-            switch event {
-            case .presented: if s.pushes[seq]!.presentedAt == nil { s.pushes[seq]!.presentedAt = at }
-            case .answered: if s.pushes[seq]!.answeredAt == nil { s.pushes[seq]!.answeredAt = at }
-            default: return false
-            }
-            if s.pushes[seq]!.deliveredAt == nil {
-                s.pushes[seq]!.deliveredAt = at
-                s.openByDevice[deviceID]?.remove(seq)
-            }
-            return true
+            return Self.record(event, sequence: seq, deviceID: deviceID, at: at, &s)
         }
+    }
+
+    public func recordEvents(_ events: [DeviceEventReport], deviceID: String, at: EpochMilliseconds) {
+        for e in events {
+            guard let sequence = e.sequence else {
+                _ = recordEvent(e.event, apnsID: e.apnsID, deviceID: deviceID, at: at)
+                continue
+            }
+            state.withLock { s in
+                guard let push = s.pushes[sequence]?.stored.push, push.apnsID == e.apnsID, push.deviceID == deviceID else { return }
+                _ = Self.record(e.event, sequence: sequence, deviceID: deviceID, at: at, &s)
+            }
+        }
+    }
+
+    private static func record(_ event: DeliveryEvent, sequence seq: Int64, deviceID: String, at: EpochMilliseconds, _ s: inout State) -> Bool {
+        switch event {
+        case .presented: if s.pushes[seq]!.presentedAt == nil { s.pushes[seq]!.presentedAt = at }
+        case .answered: if s.pushes[seq]!.answeredAt == nil { s.pushes[seq]!.answeredAt = at }
+        default: return false
+        }
+        if s.pushes[seq]!.deliveredAt == nil {
+            s.pushes[seq]!.deliveredAt = at
+            s.openByDevice[deviceID]?.remove(seq)
+        }
+        return true
     }
 
     public func expirePushes(now: EpochMilliseconds, limit: Int) -> Int {
