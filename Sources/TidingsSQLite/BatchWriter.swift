@@ -38,6 +38,13 @@ public final class BatchWriter: Sendable {
         self.database = database
     }
 
+    /// SQLite's page cache per connection of the daemon's databases (the device store, the
+    /// remote inbox), in KiB, at most: SQLite's default is 2,000 KiB, and a delivered list or
+    /// inbox of 100,000 entries keyed by random identifiers (apns-ids) outgrows it — every
+    /// insert then read its index pages back from the file (docs/benchmarks.md, "Events by
+    /// sequence"). Filled only as the database is used.
+    public static let pageCacheKiB = 16_384
+
     /// Opens (creating) a database file in WAL mode with `synchronous = FULL`, read back to be sure.
     public static func open(path: String) throws -> DatabaseQueue {
         var configuration = Configuration()
@@ -47,6 +54,7 @@ public final class BatchWriter: Sendable {
         // GRDB sets synchronous=NORMAL for WAL after prepareDatabase; set FULL afterwards.
         try queue.writeWithoutTransaction { db in
             try db.execute(sql: "PRAGMA synchronous = FULL")
+            try db.execute(sql: "PRAGMA cache_size = -\(pageCacheKiB)")
             let value = try Int.fetchOne(db, sql: "PRAGMA synchronous")
             guard value == 2 else { throw DatabaseError(message: "PRAGMA synchronous is \(value ?? -1), expected FULL (2)") }
         }

@@ -155,6 +155,18 @@ struct SQLiteRemoteInboxTests {
         #expect(try await reopened.pendingEvents(limit: 5).map(\.apnsID) == ["x"])
     }
 
+    /// The inbox's and the device store's connections keep at most `BatchWriter.pageCacheKiB`
+    /// of pages (a negative `cache_size` is KiB), not SQLite's 2,000 KiB default.
+    @Test func theDaemonsDatabasesHaveTheirPageCacheBound() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cache-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let inbox = try SQLiteRemoteInbox(path: dir.appendingPathComponent("remote.sqlite").path)
+        #expect(try await inbox.pageCacheSize() == -BatchWriter.pageCacheKiB)
+        let device = try BatchWriter.open(path: dir.appendingPathComponent("device.sqlite").path)
+        #expect(try await device.read { try Int.fetchOne($0, sql: "PRAGMA cache_size") } == -BatchWriter.pageCacheKiB)
+        #expect(BatchWriter.pageCacheKiB == 16_384)
+    }
+
     /// An inbox made before events kept their push's sequence: the column is added, the events
     /// waiting in it are kept (without a sequence), new ones get theirs.
     @Test func pendingEventsOfAnOlderInboxKeepWaiting() async throws {

@@ -20,6 +20,7 @@ public final class SQLiteRemoteInbox: RemoteInboxStore {
         // before it is acknowledged: FULL, read back.
         try queue.writeWithoutTransaction { db in
             try db.execute(sql: "PRAGMA synchronous = FULL")
+            try db.execute(sql: "PRAGMA cache_size = -\(BatchWriter.pageCacheKiB)")
             guard try Int.fetchOne(db, sql: "PRAGMA synchronous") == 2 else {
                 throw NotificationError(.daemonUnavailable, "cannot make \(path) synchronous=FULL")
             }
@@ -126,6 +127,11 @@ public final class SQLiteRemoteInbox: RemoteInboxStore {
         try await queue.write { db in
             try db.execute(sql: "DELETE FROM push WHERE processed = 1 AND received_at < ?", arguments: [cutoff])
         }
+    }
+
+    /// SQLite's `cache_size` of the inbox's connection (negative: KiB), for tests.
+    public func pageCacheSize() async throws -> Int {
+        try await queue.read { db in try Int.fetchOne(db, sql: "PRAGMA cache_size") ?? 0 }
     }
 
     public func count() async throws -> Int {
