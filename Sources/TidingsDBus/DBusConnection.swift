@@ -395,12 +395,12 @@ final class DBusChannelHandler: ChannelInboundHandler {
             }
         }
         do {
-            while let length = try buffer.withUnsafeReadableBytes({ bytes throws(DBusFormatError) in try DBusMessage.length(of: bytes, limits: limits) }),
-                  buffer.readableBytes >= length {
+            while let header = try buffer.withUnsafeReadableBytes({ bytes throws(DBusFormatError) in try DBusMessage.FixedHeader(bytes, limits: limits) }),
+                  buffer.readableBytes >= header.length {
                 let message = try buffer.withUnsafeReadableBytes { bytes throws(DBusFormatError) in
-                    try DBusMessage(decoding: UnsafeRawBufferPointer(rebasing: bytes[0 ..< length]), limits: limits)
+                    try DBusMessage(decoding: UnsafeRawBufferPointer(rebasing: bytes[0 ..< header.length]), header: header, limits: limits)
                 }
-                buffer.moveReaderIndex(forwardBy: length)
+                buffer.moveReaderIndex(forwardBy: header.length)
                 if message.kind == .methodCall { answer(message, context: context) } else { router.receive(message) }
             }
             buffer.discardReadBytes()

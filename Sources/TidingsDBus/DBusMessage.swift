@@ -99,40 +99,57 @@ public struct DBusMessage: Sendable, Hashable {
     /// length, serial, and the header fields' array length.
     public static let fixedHeaderLength = 16
 
+    /// What the fixed header says: the byte order, the body's length, and the whole message's.
+    struct FixedHeader {
+        var bigEndian: Bool
+        var bodyLength: Int
+        /// The whole message: the header (fields padded to 8) and the body.
+        var length: Int
+
+        /// Read from the first 16 bytes of `bytes` (nil before they are there); throws when they
+        /// are malformed or announce more than `limits` allow.
+        init?(_ bytes: UnsafeRawBufferPointer, limits: DBusLimits) throws(DBusFormatError) {
+            guard bytes.count >= fixedHeaderLength else { return nil }
+            switch bytes[0] {
+            case UInt8(ascii: "l"): bigEndian = false
+            case UInt8(ascii: "B"): bigEndian = true
+            default: throw DBusFormatError("an unknown byte order mark 0x\(String(bytes[0], radix: 16))")
+            }
+            guard bytes[3] == 1 else { throw DBusFormatError("protocol version \(bytes[3]), not 1") }
+            var decoder = DBusDecoder(UnsafeRawBufferPointer(rebasing: bytes[0 ..< fixedHeaderLength]), position: 4, bigEndian: bigEndian, limits: limits)
+            bodyLength = Int(try decoder.decodeUInt32())
+            _ = try decoder.decodeUInt32()
+            let fieldsLength = Int(try decoder.decodeUInt32())
+            let headerLength = (fixedHeaderLength + fieldsLength + 7) / 8 * 8
+            // Each part is a UInt32, so the sum cannot overflow Int.
+            length = headerLength + bodyLength
+            guard length <= limits.maximumMessageLength else {
+                throw DBusFormatError("a message of \(length) bytes, over the limit of \(limits.maximumMessageLength)")
+            }
+        }
+    }
+
     /// How many bytes the message that starts `bytes` takes, once its first 16 bytes are
     /// there (nil before); throws when they are malformed or announce more than `limits` allow.
     public static func length(of bytes: UnsafeRawBufferPointer, limits: DBusLimits) throws(DBusFormatError) -> Int? {
-        guard bytes.count >= fixedHeaderLength else { return nil }
-        let bigEndian: Bool
-        switch bytes[0] {
-        case UInt8(ascii: "l"): bigEndian = false
-        case UInt8(ascii: "B"): bigEndian = true
-        default: throw DBusFormatError("an unknown byte order mark 0x\(String(bytes[0], radix: 16))")
-        }
-        guard bytes[3] == 1 else { throw DBusFormatError("protocol version \(bytes[3]), not 1") }
-        var decoder = DBusDecoder(UnsafeRawBufferPointer(rebasing: bytes[0 ..< fixedHeaderLength]), position: 4, bigEndian: bigEndian, limits: limits)
-        let bodyLength = Int(try decoder.decodeUInt32())
-        _ = try decoder.decodeUInt32()
-        let fieldsLength = Int(try decoder.decodeUInt32())
-        let headerLength = (fixedHeaderLength + fieldsLength + 7) / 8 * 8
-        // Each part is a UInt32, so the sum cannot overflow Int.
-        let total = headerLength + bodyLength
-        guard total <= limits.maximumMessageLength else {
-            throw DBusFormatError("a message of \(total) bytes, over the limit of \(limits.maximumMessageLength)")
-        }
-        return total
+        try FixedHeader(bytes, limits: limits)?.length
     }
 
     /// Parses one whole message (exactly `length(of:)` bytes).
     public init(decoding bytes: UnsafeRawBufferPointer, limits: DBusLimits) throws(DBusFormatError) {
-        guard let total = try Self.length(of: bytes, limits: limits) else { throw DBusFormatError("a message shorter than its fixed header") }
-        guard total == bytes.count else { throw DBusFormatError("a message of \(bytes.count) bytes whose header says \(total)") }
-        let bigEndian = bytes[0] == UInt8(ascii: "B")
+        guard let header = try FixedHeader(bytes, limits: limits) else { throw DBusFormatError("a message shorter than its fixed header") }
+        try self.init(decoding: bytes, header: header, limits: limits)
+    }
+
+    /// Parses one whole message whose fixed header is read already (the connection reads it
+    /// to know when the message is all there): its lengths are not worked out again.
+    init(decoding bytes: UnsafeRawBufferPointer, header: FixedHeader, limits: DBusLimits) throws(DBusFormatError) {
+        guard header.length == bytes.count else { throw DBusFormatError("a message of \(bytes.count) bytes whose header says \(header.length)") }
         guard let kind = Optional(Kind(rawValue: bytes[1])), (1 ... 4).contains(kind.rawValue) else {
             throw DBusFormatError("an unknown message type \(bytes[1])")
         }
-        var decoder = DBusDecoder(bytes, position: 4, bigEndian: bigEndian, limits: limits)
-        let bodyLength = Int(try decoder.decodeUInt32())
+        // The serial, after the body length the fixed header has read.
+        var decoder = DBusDecoder(bytes, position: 8, bigEndian: header.bigEndian, limits: limits)
         let serial = try decoder.decodeUInt32()
         guard serial != 0 else { throw DBusFormatError("a message with serial 0") }
         self.init(kind: kind, flags: Flags(rawValue: bytes[2]), serial: serial)
@@ -191,7 +208,7 @@ public struct DBusMessage: Sendable, Hashable {
             guard replySerial != nil else { throw DBusFormatError("a method return without REPLY_SERIAL") }
         }
         try decoder.align(8)
-        guard bytes.count - decoder.position == bodyLength else { throw DBusFormatError("a body whose length does not match the header") }
+        guard bytes.count - decoder.position == header.bodyLength else { throw DBusFormatError("a body whose length does not match the header") }
         body = try decoder.decode(try DBusSignature.parse(signature))
         guard decoder.isAtEnd else { throw DBusFormatError("bytes left after the body its signature describes") }
     }

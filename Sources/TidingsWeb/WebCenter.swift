@@ -72,7 +72,7 @@ public final class WebCenter: Service {
     let pageHTML: ByteBuffer?
     private let ready = Mutex<(access: WebAccess?, waiting: [CheckedContinuation<URL, Never>])>((nil, []))
 
-    public init(configuration: WebCenterConfiguration, hub: WebHub, admin: @escaping Admin, settings: @escaping @Sendable (String) async -> NotificationSettingsValue?, contentExtensions: (any WebContentExtensions)? = nil) throws {
+    public init(configuration: WebCenterConfiguration, hub: WebHub, admin: @escaping Admin, contentExtensions: (any WebContentExtensions)? = nil) throws {
         self.contentExtensions = contentExtensions
         self.configuration = configuration
         self.hub = hub
@@ -82,7 +82,6 @@ public final class WebCenter: Service {
         pageHTML = WebAssets.files["index.html"].map { html in
             ByteBuffer(string: String(decoding: html, as: UTF8.self).replacingOccurrences(of: "{{csrf}}", with: secret.csrfToken))
         }
-        hub.setSettingsLookup(settings)
     }
 
     /// The address with the secret: what the person opens once. Never logged.

@@ -35,8 +35,6 @@ public final class WebHub: Presenter, ConsentProvider {
     let attachmentsRoot: String
     let logger: Logger
     private let state = Mutex(State())
-    /// The app's settings (for hidden previews), read from the engine once the center runs.
-    private let settingsLookup = Mutex<(@Sendable (String) async -> NotificationSettingsValue?)?>(nil)
     /// Told when a prompt waits and no page is open (the daemon prints where to answer).
     private let unattendedPrompt: @Sendable (String) -> Void
 
@@ -47,10 +45,6 @@ public final class WebHub: Presenter, ConsentProvider {
         self.attachmentsRoot = attachmentsRoot
         self.logger = logger
         self.unattendedPrompt = unattendedPrompt
-    }
-
-    func setSettingsLookup(_ lookup: @escaping @Sendable (String) async -> NotificationSettingsValue?) {
-        settingsLookup.withLock { $0 = lookup }
     }
 
     public var pageCount: Int { state.withLock { $0.pages.count } }
@@ -92,11 +86,9 @@ public final class WebHub: Presenter, ConsentProvider {
 
     public func present(_ presented: PresentedNotification) async {
         guard pageCount > 0 else { return }
-        let lookup = settingsLookup.withLock { $0 }
-        let settings = await lookup?(presented.bundleIdentifier)
         let view = NotificationView(app: presented.bundleIdentifier, appName: presented.appName, notification: presented.notification,
                                     category: presented.category, presentation: presented.presentation, badge: presented.badge,
-                                    settings: settings, attachmentsRoot: attachmentsRoot)
+                                    settings: presented.settings, attachmentsRoot: attachmentsRoot)
         broadcast(.present(view))
     }
 

@@ -18,7 +18,7 @@ struct GatewayCommand: AsyncParsableCommand {
 
     func run() async throws {
         var logger = Logger(label: "tidings.gateway")
-        logger.logLevel = options.logLevel
+        logger.logLevel = options.logging.level(default: .notice)
         let configuration = try options.configuration(logger: logger)
         let gateway = try buildGateway(configuration)
         let group = ServiceGroup(configuration: .init(services: [gateway], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
@@ -176,8 +176,7 @@ struct GatewayListenOptions: ParsableArguments {
 
 /// The options of `tidings gateway`.
 struct GatewayOptions: ParsableArguments {
-    @Option(name: .customLong("data-dir"), help: "The data directory (default: $TIDINGS_DATA_DIR, $XDG_DATA_HOME/tidings or ~/.local/share/tidings).")
-    var dataDirectory: String?
+    @OptionGroup var data: DataDirectoryOption
 
     @OptionGroup var addresses: GatewayListenOptions
 
@@ -199,12 +198,10 @@ struct GatewayOptions: ParsableArguments {
     @Option(help: "Event-loop threads (0: one per core).")
     var threads: Int = 0
 
-    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
-    var logLevel: Logger.Level = .notice
+    @OptionGroup var logging: LogLevelOption
 
     func configuration(logger: Logger) throws -> GatewayConfiguration {
-        let dir = dataDirectory.map { URL(fileURLWithPath: $0) } ?? GatewayConfiguration.defaultDataDirectory
-        var c = GatewayConfiguration(dataDirectory: dir)
+        var c = GatewayConfiguration(dataDirectory: URL(fileURLWithPath: data.resolved))
         try addresses.apply(to: &c)
         c.providerTransport = cleartext ? .cleartext : .tls
         switch (certificate, privateKey) {

@@ -31,8 +31,7 @@ struct DaemonOptions: ParsableArguments {
     @Option(help: "Follow a gpsd server (HOST:PORT) for location triggers, e.g. 127.0.0.1:2947.")
     var gpsd: String?
 
-    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
-    var logLevel: Logger.Level = .info
+    @OptionGroup var logging: LogLevelOption
 
     @Option(name: .customLong("background-push-budget"), help: "Silent pushes that may wake one app per hour (Apple: two or three); 0: no limit.")
     var backgroundPushBudget: Int = 3
@@ -59,7 +58,7 @@ struct DaemonOptions: ParsableArguments {
 
     func makeLogger(_ label: String) -> Logger {
         var logger = Logger(label: label)
-        logger.logLevel = logLevel
+        logger.logLevel = logging.level(default: .info)
         return logger
     }
 }

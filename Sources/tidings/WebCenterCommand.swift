@@ -43,7 +43,6 @@ struct WebOptions: ParsableArguments {
         configuration.logger[metadataKey: "component"] = "web"
         return try WebCenter(configuration: configuration, hub: hub,
                              admin: { await engine.handleAdmin($0) },
-                             settings: { try? await engine.settings($0) },
                              contentExtensions: daemon.contentExtensionHost.map { DaemonContentExtensions(host: $0) })
     }
 

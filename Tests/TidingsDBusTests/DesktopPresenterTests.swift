@@ -339,6 +339,32 @@ struct DesktopPresenterTests {
         #expect(without["HOME"] == "/h")
     }
 
+    @Test("the alert style and the app's folder (a named sound's file) come with the notification: no engine attached, none asked")
+    func carriedSettingsAndFolder() async throws {
+        guard let bus = try await PrivateBus.start() else { return }
+        defer { bus.stop() }
+        guard let mock = try await NotificationMock.start(on: bus) else { return }
+        let folder = bus.directory.appendingPathComponent("app")
+        try FileManager.default.createDirectory(at: folder.appendingPathComponent("Sounds"), withIntermediateDirectories: true)
+        try Data([0]).write(to: folder.appendingPathComponent("Sounds/chime.oga"))
+        let presenter = DesktopPresenter(configuration: DesktopPresenterConfiguration(environment: bus.environment), logger: Logger(label: "t"))
+        let runner = Task { await presenter.run() }
+        #expect(await eventually { presenter.isOn })
+        var presented = DesktopLimitsTests.presented("carried")
+        presented.notification.request.content.sound = SoundValue(kind: .named, name: "chime.oga")
+        presented.presentation.sound = true
+        presented.settings = NotificationSettingsValue()
+        presented.settings?.alertStyle = .alert
+        presented.appDirectory = folder.path
+        await presenter.present(presented)
+        guard let args = try await mock.notify(1) else { Issue.record("no Notify"); runner.cancel(); await runner.value; await mock.stop(); return }
+        #expect(args[7] == .int32(0), "alert style alerts: stays until the person acts")
+        #expect(args.notifyHints["sound-file"] == .string(folder.appendingPathComponent("Sounds/chime.oga").path))
+        runner.cancel()
+        await runner.value
+        await mock.stop()
+    }
+
     @Test("no session bus: the presenter is off, says so, and the engine presents on")
     func noBus() async throws {
         let presenter = DesktopPresenter(configuration: DesktopPresenterConfiguration(environment: ["DBUS_SESSION_BUS_ADDRESS": "unix:path=/nonexistent/bus"]), logger: Logger(label: "t"))

@@ -112,4 +112,21 @@ struct AuthorizationTests {
         #expect(system.presenter.presented.first?.presentation.list == true)
         await system.shutdown()
     }
+
+    @Test("a presented notification carries the app's settings and folder, so no presenter asks the engine for them")
+    func presentedCarriesSettingsAndFolder() async throws {
+        let system = try await NotificationTestSystem.start()
+        let app = try await system.connect("com.example.carried", state: .background)
+        _ = await app.request(.requestAuthorization([.alert, .sound]))
+        let reply = await system.engine.handleAdmin(.changeSettings("com.example.carried", SettingsChange(alertStyle: .alert, showPreviews: .never)))
+        guard case .settings(let settings) = reply else { Issue.record("no settings: \(reply)"); return }
+        _ = await app.add("c", trigger: nil)
+        await system.settle()
+        let presented = try #require(system.presenter.presented.first)
+        #expect(presented.settings == settings)
+        #expect(presented.settings?.alertStyle == .alert && presented.settings?.showPreviewsSetting == .never)
+        #expect(presented.appDirectory == (try await system.engine.app("com.example.carried"))?.directory)
+        #expect(presented.appDirectory != nil)
+        await system.shutdown()
+    }
 }

@@ -31,7 +31,7 @@ import Glibc
         let recorder = Recorder()
         let hub = WebHub(attachmentsRoot: directory + "/attachments", logger: Logger(label: "test"))
         let center = try WebCenter(configuration: WebCenterConfiguration(dataDirectory: directory, port: 0, limits: limits),
-                                   hub: hub, admin: { recorder.admin($0) }, settings: { _ in nil })
+                                   hub: hub, admin: { recorder.admin($0) })
         let task = Task { try await center.run() }
         defer { task.cancel() }
         let port = await center.url().port ?? 0

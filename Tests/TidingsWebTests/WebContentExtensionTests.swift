@@ -43,7 +43,7 @@ import TidingsEngine
         let host = ScriptedHost(notification: DeliveredNotificationValue(request: NotificationRequestValue(identifier: "n", content: content, trigger: nil), date: Date()))
         let center = try WebCenter(configuration: WebCenterConfiguration(dataDirectory: directory, port: 0),
                                    hub: WebHub(attachmentsRoot: directory + "/attachments", logger: Logger(label: "test")),
-                                   admin: { _ in .ok }, settings: { _ in nil }, contentExtensions: host)
+                                   admin: { _ in .ok }, contentExtensions: host)
         let task = Task { try await center.run() }
         defer { task.cancel() }
         let port = await center.url().port ?? 0

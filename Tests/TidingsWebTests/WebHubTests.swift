@@ -44,6 +44,24 @@ import TidingsEngine
         #expect(received[0].contains("\"title\":\"<b>n0<\\/b>\"") || received[0].contains("\"title\":\"<b>n0</b>\""))
     }
 
+    @Test("hidden previews come from the settings the notification carries: no lookup in the engine")
+    func previewsHiddenByCarriedSettings() async {
+        let hub = hub()
+        guard let page = hub.openPage() else { Issue.record("no page"); return }
+        var hidden = presented("secret")
+        hidden.notification.request.content.body = "the body"
+        hidden.settings = NotificationSettingsValue()
+        hidden.settings?.showPreviewsSetting = .never
+        var shown = hidden
+        shown.settings?.showPreviewsSetting = .always
+        await hub.present(hidden)
+        await hub.present(shown)
+        var iterator = page.messages.makeAsyncIterator()
+        let first = await iterator.next() ?? "", second = await iterator.next() ?? ""
+        #expect(first.contains("\"previewsHidden\":true") && !first.contains("the body"), "\(first)")
+        #expect(second.contains("\"previewsHidden\":false") && second.contains("the body"), "\(second)")
+    }
+
     @Test func consentIsAnsweredInThePage() async {
         let hub = hub()
         guard let page = hub.openPage() else { Issue.record("no page"); return }

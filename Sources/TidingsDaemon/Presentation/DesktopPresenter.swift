@@ -268,13 +268,12 @@ public final class DesktopPresenter: Presenter {
     private func perform(_ item: Work, on connection: DBusConnection) async {
         switch item {
         case .present(let presented):
-            let (owner, capabilities, previous, engine, webCenter) = state.withLock {
-                ($0.owner, $0.capabilities, $0.ids[Self.key(presented.bundleIdentifier, presented.notification.request.identifier)], $0.engine, $0.webCenter)
+            let (owner, capabilities, previous, webCenter) = state.withLock {
+                ($0.owner, $0.capabilities, $0.ids[Self.key(presented.bundleIdentifier, presented.notification.request.identifier)], $0.webCenter)
             }
             guard owner != nil else { return }
-            let alertStyle = (try? await engine?.settings(presented.bundleIdentifier))?.alertStyle ?? .banner
-            let directory = (try? await engine?.app(presented.bundleIdentifier))?.directory
-            let notification = DesktopNotification(presented, replacesID: previous ?? 0, capabilities: capabilities, alertStyle: alertStyle, soundDirectory: directory,
+            let notification = DesktopNotification(presented, replacesID: previous ?? 0, capabilities: capabilities,
+                                                   alertStyle: presented.settings?.alertStyle ?? .banner, soundDirectory: presented.appDirectory,
                                                    webReply: webCenter != nil)
             do {
                 let reply = try await connection.call(.methodCall(destination: Self.serverName, path: Self.objectPath, interface: Self.serverName,

@@ -69,9 +69,11 @@ extension NotificationEngine {
             for presenter in configuration.presenters { await presenter.badgeChanged(bundleIdentifier: bundle, count: count) }
         }
         if presentation.isVisible {
-            let appName = (try? await app(bundle))?.displayName ?? bundle
+            // Read once here (the engine's caches) and carried: no presenter asks the engine again.
+            let app = try? await app(bundle)
             let category = (try? await categories(bundle))?.first { $0.identifier == request.content.categoryIdentifier && !$0.identifier.isEmpty }
-            let presented = PresentedNotification(bundleIdentifier: bundle, appName: appName, notification: notification, category: category, presentation: presentation, badge: badge)
+            let presented = PresentedNotification(bundleIdentifier: bundle, appName: app?.displayName ?? bundle, notification: notification, category: category,
+                                                  presentation: presentation, badge: badge, settings: try? await settings(bundle), appDirectory: app?.directory)
             for presenter in configuration.presenters { await presenter.present(presented) }
         } else if replaced {
             for presenter in configuration.presenters { await presenter.withdraw(bundleIdentifier: bundle, identifiers: [request.identifier]) }

@@ -77,14 +77,22 @@ public struct PresentedNotification: Sendable, Hashable {
     public var presentation: Presentation
     /// The app's badge after this notification, when it changed it.
     public var badge: Int?
+    /// The app's settings as the engine read them to present it (the alert style, hidden
+    /// previews); nil when they could not be read. Presenters never ask the engine again.
+    public var settings: NotificationSettingsValue?
+    /// The app's folder (its manifest's directory: icon, sounds); nil when the app is unknown.
+    public var appDirectory: String?
 
-    public init(bundleIdentifier: String, appName: String, notification: DeliveredNotificationValue, category: CategoryValue?, presentation: Presentation, badge: Int?) {
+    public init(bundleIdentifier: String, appName: String, notification: DeliveredNotificationValue, category: CategoryValue?, presentation: Presentation, badge: Int?,
+                settings: NotificationSettingsValue? = nil, appDirectory: String? = nil) {
         self.bundleIdentifier = bundleIdentifier
         self.appName = appName
         self.notification = notification
         self.category = category
         self.presentation = presentation
         self.badge = badge
+        self.settings = settings
+        self.appDirectory = appDirectory
     }
 }
 
