@@ -104,12 +104,12 @@ public func runTidings(_ arguments: [String]) async throws -> (status: Int32, ou
     try await runTool(BuiltProducts.tidings, arguments)
 }
 
-/// Runs a program to completion with this process's environment plus `environment`;
-/// its exit status and standard output and error together. The reading and the wait run on a
+/// Runs a program to completion with this process's environment plus `environment` and
+/// `input` as its standard input (nil: /dev/null); its exit status and standard output and error together. The reading and the wait run on a
 /// thread of their own (`offThePool`), not on the cooperative pool: two blocking runs at once
 /// would otherwise stall every other test of the process for as long as the children run.
 @discardableResult
-public func runTool(_ path: String, _ arguments: [String], environment: [String: String] = [:]) async throws -> (status: Int32, output: String) {
+public func runTool(_ path: String, _ arguments: [String], environment: [String: String] = [:], input: Data? = nil) async throws -> (status: Int32, output: String) {
     try await offThePool {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: path)
@@ -120,7 +120,18 @@ public func runTool(_ path: String, _ arguments: [String], environment: [String:
         let pipe = Pipe()
         process.standardOutput = pipe
         process.standardError = pipe
-        process.standardInput = FileHandle.nullDevice
+        // Standard input from a file of its own, so that nothing here blocks on a child
+        // that stops reading early (a refused input).
+        var inputPath: String?
+        defer { if let inputPath { try? FileManager.default.removeItem(atPath: inputPath) } }
+        if let input {
+            let path = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-stdin-\(UUID().uuidString)").path
+            inputPath = path
+            guard FileManager.default.createFile(atPath: path, contents: input) else { throw CocoaError(.fileWriteUnknown) }
+            process.standardInput = try FileHandle(forReadingFrom: URL(fileURLWithPath: path))
+        } else {
+            process.standardInput = FileHandle.nullDevice
+        }
         try process.run()
         let data = readToEnd(pipe.fileHandleForReading)
         process.waitUntilExit()
