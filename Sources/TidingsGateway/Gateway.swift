@@ -56,6 +56,8 @@ public final class Gateway: Service, Sendable {
     }
 
     private let runState = Mutex(RunState())
+    /// Whether the store is the gateway's to close (SQLite, PostgreSQL), not a `.custom` one.
+    private let ownsStore: Bool
 
     /// The provider connections' `SETTINGS_MAX_FRAME_SIZE` (HTTP/2's default).
     static let providerMaximumFrameSize = 16384
@@ -70,6 +72,7 @@ public final class Gateway: Service, Sendable {
         case .postgres(let url): store = try PostgresGatewayStore(url: url, limits: configuration.postgres)
         case .custom(let custom): store = custom
         }
+        ownsStore = if case .custom = configuration.storage { false } else { true }
         let threads = configuration.eventLoopThreads > 0 ? configuration.eventLoopThreads : System.coreCount
         self.group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
         self.threadPool = NIOThreadPool(numberOfThreads: 2)
@@ -442,5 +445,16 @@ public final class Gateway: Service, Sendable {
         }
         try? await threadPool.shutdownGracefully()
         try? await group.shutdownGracefully()
+        // The store it opened (SQLite: the checkpointer's thread and the connections), once
+        // nothing uses it: left to deinit, it stayed open as long as anything held the gateway.
+        if ownsStore {
+            let store = core.store
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                Thread {
+                    store.close()
+                    continuation.resume()
+                }.start()
+            }
+        }
     }
 }
