@@ -62,6 +62,11 @@ struct CLITests {
         try #"{"Simulator Target Bundle":"com.example.cli","aps":{"alert":{"title":"From a file","body":"simctl style"},"sound":"default","badge":1}}"#
             .write(toFile: apns, atomically: true, encoding: .utf8)
         let common = ["--key", p8, "--key-id", "CLIKEY1234", "--team", "CLITEAM123", "--port", String(h.providerPort), "--cacert", h.certificatePath]
+        // The CLI signs with the real time; the gateway's test clock stood still since the
+        // harness started, and a token more than 60 s ahead of it is refused (403
+        // InvalidProviderToken, the allowed clock skew). On a loaded machine the steps above
+        // once took that long. The gateway's clock is brought to the real time first.
+        h.clock.advance(to: Date())
         let pushed = try await tidings(["push"] + common + ["--collapse-id", "c1", "--priority", "5", token, apns])
         #expect(pushed.status == 0, "\(pushed.stderr)")
         let apnsID = pushed.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
@@ -73,6 +78,7 @@ struct CLITests {
         #expect(try got.first?.parsedPayload().notificationContent().title == "From a file")
 
         // A failure prints the reason and exits non-zero.
+        h.clock.advance(to: Date())
         let bad = try await tidings(["push"] + common + ["--topic", "com.example.cli", "--payload", "{}", "--expiration", "later", token])
         #expect(bad.status == 1)
         #expect(bad.stderr.contains("400 BadExpirationDate"))
