@@ -56,6 +56,8 @@ public final class Gateway: Service, Sendable {
     }
 
     private let runState = Mutex(RunState())
+    /// Whether the store is the gateway's to close (SQLite, PostgreSQL), not a `.custom` one.
+    private let ownsStore: Bool
 
     /// The provider connections' `SETTINGS_MAX_FRAME_SIZE` (HTTP/2's default).
     static let providerMaximumFrameSize = 16384
@@ -70,6 +72,7 @@ public final class Gateway: Service, Sendable {
         case .postgres(let url): store = try PostgresGatewayStore(url: url, limits: configuration.postgres)
         case .custom(let custom): store = custom
         }
+        ownsStore = if case .custom = configuration.storage { false } else { true }
         let threads = configuration.eventLoopThreads > 0 ? configuration.eventLoopThreads : System.coreCount
         self.group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
         self.threadPool = NIOThreadPool(numberOfThreads: 2)
@@ -167,8 +170,13 @@ public final class Gateway: Service, Sendable {
                                                             delay: configuration.maintenanceInterval) { _ in
             // Off the event loop; a run still going when the next is due is not doubled.
             guard core.maintenanceRunning.compareExchange(expected: false, desired: true, ordering: .acquiring).exchanged else { return }
-            threadPool.submit { _ in
+            // A pool already shut down runs the work at once, on this event loop, as
+            // `.cancelled`: the store's blocking calls must not run there (PostgreSQL's
+            // `wait()` traps on an event loop). The tasks are cancelled only after the pool
+            // stopped, so each checks.
+            threadPool.submit { state in
                 defer { core.maintenanceRunning.store(false, ordering: .releasing) }
+                guard state == .active else { return }
                 do { _ = try core.maintain() } catch { core.logger.error("maintenance failed", metadata: ["error": "\(error)"]) }
             }
         }
@@ -178,7 +186,8 @@ public final class Gateway: Service, Sendable {
         let logger = core.logger
         let refresh = group.next().scheduleRepeatedTask(initialDelay: configuration.registryRefreshInterval,
                                                         delay: configuration.registryRefreshInterval) { _ in
-            threadPool.submit { _ in
+            threadPool.submit { state in
+                guard state == .active else { return }  // see maintenance above
                 do {
                     let dropped = try directory.refreshKeys()
                     if !dropped.isEmpty { logger.notice("provider keys revoked", metadata: ["keys": "\(dropped)"]) }
@@ -195,7 +204,7 @@ public final class Gateway: Service, Sendable {
                                             reconnected: { directory.forgetAll(); hub.wakeAll() })
         let renewal = leases.map { leases in
             group.next().scheduleRepeatedTask(initialDelay: configuration.leaseRenewInterval, delay: configuration.leaseRenewInterval) { _ in
-                threadPool.submit { _ in leases.renew() }
+                threadPool.submit { state in if state == .active { leases.renew() } }
             }
         }
         defer {
@@ -442,5 +451,16 @@ public final class Gateway: Service, Sendable {
         }
         try? await threadPool.shutdownGracefully()
         try? await group.shutdownGracefully()
+        // The store it opened (SQLite: the checkpointer's thread and the connections), once
+        // nothing uses it: left to deinit, it stayed open as long as anything held the gateway.
+        if ownsStore {
+            let store = core.store
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                Thread {
+                    store.close()
+                    continuation.resume()
+                }.start()
+            }
+        }
     }
 }

@@ -125,11 +125,25 @@ struct Push: AsyncParsableCommand {
         throw ExitCode(1)
     }
 
+    /// The most `tidings push` reads from a payload file or stdin: the largest APNs payload
+    /// (5120 bytes, VoIP) and room for an `.apns` file's "Simulator Target Bundle" and
+    /// indentation. A bigger input is refused before anything is sent, and is not read further.
+    static let maximumPayloadInput = 8192
+
     private func readPayload() throws -> [UInt8] {
         if let payload { return Array(payload.utf8) }
         guard let payloadFile else { throw ValidationError("give a payload file, - for stdin, or --payload") }
-        if payloadFile == "-" { return Array(FileHandle.standardInput.readDataToEndOfFile()) }
-        guard let data = FileManager.default.contents(atPath: payloadFile) else { throw CLIError("cannot read \(payloadFile)") }
-        return Array(data)
+        let name = payloadFile == "-" ? "stdin" : payloadFile
+        let descriptor = payloadFile == "-" ? STDIN_FILENO : open(payloadFile, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw CLIError("cannot read \(payloadFile): \(String(cString: strerror(errno)))") }
+        defer { if descriptor != STDIN_FILENO { close(descriptor) } }
+        let bytes: [UInt8]?
+        do { bytes = try BoundedRead.toEnd(descriptor, limit: Self.maximumPayloadInput) } catch {
+            throw CLIError("cannot read \(name): \(error)")
+        }
+        guard let bytes else {
+            throw CLIError("the payload in \(name) is over \(Self.maximumPayloadInput) bytes (APNs takes at most \(PushType.alert.maximumPayloadSize), \(PushType.voip.maximumPayloadSize) for voip); nothing was sent")
+        }
+        return bytes
     }
 }

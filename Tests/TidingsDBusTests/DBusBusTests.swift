@@ -69,7 +69,7 @@ struct DBusBusTests {
         #expect(mine?.sender == sender.uniqueName)
 
         guard requireTool(FileManager.default.isExecutableFile(atPath: "/usr/bin/gdbus"), "gdbus (Debian libglib2.0-bin)") else { return }
-        let emitted = try runTool("/usr/bin/gdbus", ["emit", "--session", "--object-path", "/org/example", "--signal", "org.example.Test.Foreign",
+        let emitted = try await runTool("/usr/bin/gdbus", ["emit", "--session", "--object-path", "/org/example", "--signal", "org.example.Test.Foreign",
                                                      "{'urgency': <byte 2>, 'x': <int64 -5>}", "(3, 'ab', @ad [1.5])", "@ao ['/a', '/b']"], environment: bus.environment)
         #expect(emitted.status == 0, "\(emitted.output)")
         let foreign = await iterator.next()

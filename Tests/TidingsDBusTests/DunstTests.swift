@@ -16,11 +16,11 @@ struct DunstTests {
         defer { bus.stop() }
         let display = ":\(Int.random(in: 200 ... 900))"
         let xvfb = try ChildProcess("/usr/bin/Xvfb", [display, "-screen", "0", "640x360x24", "-nolisten", "tcp"], directory: bus.directory, name: "xvfb")
-        defer { xvfb.stop(signal: SIGKILL) }
+        defer { xvfb.stopAtEnd(signal: SIGKILL) }
         #expect(await eventually { FileManager.default.fileExists(atPath: "/tmp/.X11-unix/X\(display.dropFirst())") })
         let environment = bus.environment.merging(["DISPLAY": display]) { $1 }
         let dunst = try ChildProcess("/usr/bin/dunst", [], environment: environment, directory: bus.directory, name: "dunst")
-        defer { dunst.stop(signal: SIGKILL) }
+        defer { dunst.stopAtEnd(signal: SIGKILL) }
         let watcher = try await bus.connect()
         #expect(await eventually { (try? await watcher.nameOwner("org.freedesktop.Notifications")) != nil }, "\(dunst.output)")
 
@@ -29,31 +29,31 @@ struct DunstTests {
         try writeSampleAppManifest(to: manifest)
         let daemon = try ChildProcess(BuiltProducts.tidings, ["daemon", "--data-dir", data, "--consent", "grant", "--presenter", "desktop"],
                                       environment: environment, directory: bus.directory, name: "daemon")
-        defer { daemon.stop() }
+        defer { daemon.stopAtEnd() }
         #expect(await daemon.waitForOutput("desktop notifications on"), "\(daemon.output)")
         #expect(daemon.output.contains("body-markup"), "dunst's capabilities were read")
-        #expect(try runTidings(["apps", "install", manifest, "--data-dir", data]).status == 0)
+        #expect(try await runTidings(["apps", "install", manifest, "--data-dir", data]).status == 0)
         let app = try ChildProcess(BuiltProducts.sampleApp, [], environment: ["TIDINGS_SOCKET": data + "/daemon.sock"], directory: bus.directory, name: "app")
-        defer { app.stop() }
+        defer { app.stopAtEnd() }
         #expect(await app.waitForOutput("scheduled saySomething"), "\(app.output)")
-        #expect(await eventually { (try? runTool("/usr/bin/dunstctl", ["count", "displayed"], environment: environment))?.output.trimmingCharacters(in: .whitespacesAndNewlines) ?? "0" != "0" })
+        #expect(await eventually { (try? await runTool("/usr/bin/dunstctl", ["count", "displayed"], environment: environment))?.output.trimmingCharacters(in: .whitespacesAndNewlines) ?? "0" != "0" })
 
         // A click on the bubble: dunst's default action, the delegate's tap.
-        let action = try runTool("/usr/bin/dunstctl", ["action", "0"], environment: environment)
+        let action = try await runTool("/usr/bin/dunstctl", ["action", "0"], environment: environment)
         #expect(action.status == 0, "\(action.output)")
         #expect(await app.waitForOutput("response saySomething action=tap"), "\(app.output)\n\(daemon.output)")
-        let history = try runTool("/usr/bin/dunstctl", ["history"], environment: environment)
+        let history = try await runTool("/usr/bin/dunstctl", ["history"], environment: environment)
         #expect(history.output.contains("Say something"), "\(history.output)")
         #expect(history.output.contains("Tidings Sample"))
 
         // The sample app's second notification (seed 000's items) carries an image attachment:
         // its bubble shows the image (the `image-path` hint into the app's store) and its buttons.
         #expect(await app.waitForOutput("scheduled items now"), "\(app.output)")
-        #expect(await eventually { (try? runTool("/usr/bin/dunstctl", ["count", "displayed"], environment: environment))?.output.trimmingCharacters(in: .whitespacesAndNewlines) ?? "0" != "0" })
+        #expect(await eventually { (try? await runTool("/usr/bin/dunstctl", ["count", "displayed"], environment: environment))?.output.trimmingCharacters(in: .whitespacesAndNewlines) ?? "0" != "0" })
         // The screenshot in docs/ (docs/images/dunst-bubble.png): TIDINGS_SCREENSHOT names where to write it.
         let shot = ProcessInfo.processInfo.environment["TIDINGS_SCREENSHOT"] ?? bus.directory.appendingPathComponent("dunst.png").path
         try? await Task.sleep(for: .milliseconds(300)) // dunst draws after it answers Notify; a picture, not a condition
-        let screenshot = try runTool("/usr/bin/import", ["-display", display, "-window", "root", shot], environment: environment)
+        let screenshot = try await runTool("/usr/bin/import", ["-display", display, "-window", "root", shot], environment: environment)
         #expect(screenshot.status == 0, "\(screenshot.output)")
         await watcher.close()
     }
@@ -68,11 +68,11 @@ struct DunstTests {
         try writeSampleAppManifest(to: manifest)
         let daemon = try ChildProcess(BuiltProducts.tidings, ["daemon", "--data-dir", data, "--consent", "grant", "--presenter", "desktop"],
                                       environment: bus.environment, directory: bus.directory, name: "daemon")
-        defer { daemon.stop() }
+        defer { daemon.stopAtEnd() }
         #expect(await daemon.waitForOutput("desktop notifications on"), "\(daemon.output)")
-        #expect(try runTidings(["apps", "install", manifest, "--data-dir", data]).status == 0)
+        #expect(try await runTidings(["apps", "install", manifest, "--data-dir", data]).status == 0)
         let app = try ChildProcess(BuiltProducts.sampleApp, [], environment: ["TIDINGS_SOCKET": data + "/daemon.sock"], directory: bus.directory, name: "app")
-        defer { app.stop() }
+        defer { app.stopAtEnd() }
         #expect(await eventually { ((try? await mock.calls("Notify")) ?? []).contains { $0.count == 8 && $0[3] == .string("Say something") } }, "\(daemon.output)")
         let calls = try await mock.calls("Notify")
         let index = try #require(calls.firstIndex { $0[3] == .string("Say something") })
@@ -105,14 +105,14 @@ struct DunstTests {
         let daemon = try ChildProcess(BuiltProducts.tidings, ["daemon", "--data-dir", data, "--consent", "grant", "--presenter", "desktop", "--web-port", "0"],
                                       environment: bus.environment.merging(["PATH": path, "XDG_ACTIVATION_TOKEN": "the-daemon's-own"]) { $1 },
                                       directory: bus.directory, name: "daemon")
-        defer { daemon.stop() }
+        defer { daemon.stopAtEnd() }
         #expect(await daemon.waitForOutput("desktop notifications on"), "\(daemon.output)")
         #expect(await daemon.waitForOutput("web center http"), "\(daemon.output)")
         let center = try String(contentsOfFile: data + "/web-address", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
         let key = try String(contentsOfFile: data + "/web-secret", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
-        #expect(try runTidings(["apps", "install", manifest, "--data-dir", data]).status == 0)
+        #expect(try await runTidings(["apps", "install", manifest, "--data-dir", data]).status == 0)
         let app = try ChildProcess(BuiltProducts.sampleApp, [], environment: ["TIDINGS_SOCKET": data + "/daemon.sock"], directory: bus.directory, name: "app")
-        defer { app.stop() }
+        defer { app.stopAtEnd() }
         #expect(await eventually { ((try? await mock.calls("Notify")) ?? []).contains { $0.count == 8 && $0[3] == .string("Say something") } }, "\(daemon.output)")
         let calls = try await mock.calls("Notify")
         let index = try #require(calls.firstIndex { $0[3] == .string("Say something") })

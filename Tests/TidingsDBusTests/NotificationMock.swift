@@ -21,7 +21,7 @@ final class NotificationMock: Sendable {
                                        environment: bus.environment, directory: bus.directory, name: "dbusmock")
         let control = try await bus.connect()
         guard await eventually({ (try? await control.nameOwner("org.freedesktop.Notifications")) != nil }) else {
-            process.stop(signal: SIGKILL)
+            await process.stop(signal: SIGKILL)
             Issue.record("dbusmock did not take org.freedesktop.Notifications: \(process.output)")
             return nil
         }
@@ -59,7 +59,7 @@ final class NotificationMock: Sendable {
     }
 
     func stop() async {
-        process.stop(signal: SIGKILL)
+        await process.stop(signal: SIGKILL)
         await control.close()
     }
 }

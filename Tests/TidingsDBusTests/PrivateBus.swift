@@ -18,7 +18,7 @@ final class PrivateBus: Sendable {
         let listen = abstract ? "unix:abstract=\(directory.path)/bus" : "unix:path=\(directory.path)/bus"
         let process = try ChildProcess("/usr/bin/dbus-daemon", ["--session", "--nofork", "--nopidfile", "--print-address=1", "--address=\(listen)"], directory: directory, name: "dbus-daemon")
         guard await process.waitForOutput("unix:"), let line = process.output.split(separator: "\n").first(where: { $0.hasPrefix("unix:") }) else {
-            process.stop()
+            await process.stop()
             Issue.record("dbus-daemon did not start: \(process.output)")
             return nil
         }
@@ -39,7 +39,7 @@ final class PrivateBus: Sendable {
 
     /// SIGKILL: the test process's threads block SIGTERM, and a spawned child inherits that mask.
     func stop() {
-        process.stop(signal: SIGKILL)
+        process.stopAtEnd(signal: SIGKILL)
         try? FileManager.default.removeItem(at: directory)
     }
 }

@@ -96,10 +96,12 @@ final class UserManager: @unchecked Sendable {
     }
 
     /// Runs a command as the user to completion (posix_spawn and waitpid: `Process` missed
-    /// the exit of a program run through setpriv here).
+    /// the exit of a program run through setpriv here), waiting on a thread of its own
+    /// (`offThePool`): the test polls with it for many seconds.
     @discardableResult
-    func run(_ command: [String], extra: [String] = []) throws -> (status: Int32, output: String) {
-        try SpawnedProcess.run(["/usr/bin/setpriv"] + asUser(command, extra: extra))
+    func run(_ command: [String], extra: [String] = []) async throws -> (status: Int32, output: String) {
+        let argv = ["/usr/bin/setpriv"] + asUser(command, extra: extra)
+        return try await offThePool { try SpawnedProcess.run(argv) }
     }
 
     /// Starts a command as the user; stopped by the test, by PID.
@@ -107,14 +109,14 @@ final class UserManager: @unchecked Sendable {
         try SpawnedProcess(["/usr/bin/setpriv"] + asUser(command, extra: extra), outputPath: directory.appendingPathComponent("\(name).log").path)
     }
 
-    func systemctl(_ arguments: String...) throws -> (status: Int32, output: String) {
-        try run(["/usr/bin/systemctl", "--user"] + arguments)
+    func systemctl(_ arguments: String...) async throws -> (status: Int32, output: String) {
+        try await run(["/usr/bin/systemctl", "--user"] + arguments)
     }
 
     /// `systemctl --user show -p NAME --value UNIT`.
-    func property(_ name: String, _ unit: String = "tidings.service") -> String {
+    func property(_ name: String, _ unit: String = "tidings.service") async -> String {
         let arguments = ["show", "-p", name, "--value"] + (unit.isEmpty ? [] : [unit])
-        return ((try? run(["/usr/bin/systemctl", "--user"] + arguments))?.output ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
+        return ((try? await run(["/usr/bin/systemctl", "--user"] + arguments))?.output ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
     /// Starts the manager (a login); true when it says it runs (`SystemState`: `is-system-running`
@@ -131,7 +133,7 @@ final class UserManager: @unchecked Sendable {
         process = try SpawnedProcess(["/usr/bin/unshare", "-m", "/bin/sh", "-c", script, "sh"] + cgroups.map { $0 + "/cgroup.procs" },
                                      outputPath: directory.appendingPathComponent("systemd-user-\(logins).log").path)
         return await poll {
-            ["running", "degraded"].contains(self.property("SystemState", ""))
+            ["running", "degraded"].contains(await self.property("SystemState", ""))
         }
     }
 
@@ -144,7 +146,7 @@ final class UserManager: @unchecked Sendable {
         guard let process else { return }
         if process.isRunning { kill(process.pid, SIGTERM) }
         if !(await eventually(within: 15) { !process.isRunning }) { kill(process.pid, SIGKILL) }
-        process.wait()
+        await offThePool { process.wait() }
         self.process = nil
         _ = await eventually(within: 5) {
             let left = self.processesInCgroups()
@@ -223,7 +225,7 @@ struct SystemdUserServiceTests {
         // the user through, else copies in the test's folder.
         var programs = (tidings: URL(fileURLWithPath: BuiltProducts.tidings).resolvingSymlinksInPath().path,
                         sampleApp: URL(fileURLWithPath: BuiltProducts.sampleApp).resolvingSymlinksInPath().path)
-        if (try manager.run([programs.tidings, "--help"])).status != 0 {
+        if (try await manager.run([programs.tidings, "--help"])).status != 0 {
             let bin = manager.directory.appendingPathComponent("bin").path
             try FileManager.default.createDirectory(atPath: bin, withIntermediateDirectories: true)
             for (source, name) in [(programs.tidings, "tidings"), (programs.sampleApp, "SampleApp")] {
@@ -234,15 +236,17 @@ struct SystemdUserServiceTests {
         let (tidings, sampleApp) = programs
 
         // What a person does (docs/desktop.md): install, reload, enable --now.
-        let install = try manager.run([tidings, "install", "--user"])
+        let install = try await manager.run([tidings, "install", "--user"])
         #expect(install.status == 0, "\(install.output)")
         #expect(FileManager.default.fileExists(atPath: manager.home + "/.config/systemd/user/tidings.service"))
-        #expect(try manager.systemctl("daemon-reload").status == 0)
-        let enable = try manager.systemctl("enable", "--now", "tidings.service")
+        #expect(try await manager.systemctl("daemon-reload").status == 0)
+        let enable = try await manager.systemctl("enable", "--now", "tidings.service")
         #expect(enable.status == 0, "\(enable.output)")
-        #expect(manager.property("ActiveState") == "active", "\((try? manager.systemctl("status", "tidings.service"))?.output ?? "")")
-        #expect(manager.property("ExecStart").contains("\(tidings) daemon --consent grant --presenter desktop"), Comment(rawValue: manager.property("ExecStart")))
-        #expect(await poll { (try? manager.run([tidings, "notifications", "list"]))?.status == 0 },
+        let status = (try? await manager.systemctl("status", "tidings.service"))?.output ?? ""
+        #expect(await manager.property("ActiveState") == "active", "\(status)")
+        let execStart = await manager.property("ExecStart")
+        #expect(execStart.contains("\(tidings) daemon --consent grant --presenter desktop"), Comment(rawValue: execStart))
+        #expect(await poll { (try? await manager.run([tidings, "notifications", "list"]))?.status == 0 },
                 "the CLI reaches the daemon at the default socket")
         #expect(FileManager.default.fileExists(atPath: manager.socket))
 
@@ -266,16 +270,16 @@ struct SystemdUserServiceTests {
         // An app as the user, with no TIDINGS_SOCKET: it finds the daemon where apps look by default.
         let manifest = manager.directory.appendingPathComponent("manifest.json").path
         try writeSampleAppManifest(to: manifest, executable: sampleApp)
-        #expect(try manager.run([tidings, "apps", "install", manifest]).status == 0)
+        #expect(try await manager.run([tidings, "apps", "install", manifest]).status == 0)
         let app = try manager.spawn([sampleApp], name: "app")
         defer { app.stop(signal: SIGKILL) }
         #expect(await eventually { app.output.contains("scheduled saySomething") }, "\(app.output)")
-        #expect(await poll { (try? manager.run([tidings, "notifications", "list"]))?.output.contains("Say something") == true })
+        #expect(await poll { (try? await manager.run([tidings, "notifications", "list"]))?.output.contains("Say something") == true })
         if mock != nil {
             #expect(await eventually(within: 10) { mockCalls().contains("Notify") && mockCalls().contains("Say something") }, "\(mockCalls())")
             // The person clicks the bubble: the server's ActionInvoked reaches the app's delegate.
             let number = mockCalls().split(separator: "\n").filter { $0.contains(" Notify ") }.firstIndex { $0.contains("Say something") }.map { $0 + 1 } ?? 1
-            let click = try manager.run(["/usr/bin/gdbus", "call", "--session", "--dest", "org.freedesktop.Notifications", "--object-path", "/org/freedesktop/Notifications",
+            let click = try await manager.run(["/usr/bin/gdbus", "call", "--session", "--dest", "org.freedesktop.Notifications", "--object-path", "/org/freedesktop/Notifications",
                                          "--method", "org.freedesktop.DBus.Mock.EmitSignal", "org.freedesktop.Notifications", "ActionInvoked", "us",
                                          "[<uint32 \(number)>, <'default'>]"], extra: ["DBUS_SESSION_BUS_ADDRESS=\(bus)"])
             #expect(click.status == 0, "\(click.output)")
@@ -283,29 +287,35 @@ struct SystemdUserServiceTests {
         }
 
         // kill -9: systemd restarts it (RestartSec=2s of the shipped unit), on the same socket.
-        let first = manager.property("MainPID")
+        let first = await manager.property("MainPID")
         #expect(Int32(first) ?? 0 > 0)
         kill(Int32(first) ?? 0, SIGKILL)
-        #expect(await poll {
-            let now = manager.property("MainPID")
-            return now != "0" && now != first && manager.property("ActiveState") == "active"
-        }, "restarted: \(manager.property("MainPID"))")
-        #expect(manager.property("NRestarts") == "1")
-        #expect(await poll { (try? manager.run([tidings, "notifications", "list"]))?.status == 0 }, "the restarted daemon answers")
+        let restarted = await poll {
+            let now = await manager.property("MainPID")
+            guard now != "0" && now != first else { return false }
+            return await manager.property("ActiveState") == "active"
+        }
+        let pidNow = restarted ? "" : await manager.property("MainPID")
+        #expect(restarted, "restarted: \(pidNow)")
+        #expect(await manager.property("NRestarts") == "1")
+        #expect(await poll { (try? await manager.run([tidings, "notifications", "list"]))?.status == 0 }, "the restarted daemon answers")
 
         // systemctl --user stop: SIGTERM, the daemon's graceful shutdown.
-        let stop = try manager.systemctl("stop", "tidings.service")
+        let stop = try await manager.systemctl("stop", "tidings.service")
         #expect(stop.status == 0, "\(stop.output)")
-        #expect(manager.property("ActiveState") == "inactive")
-        #expect(manager.property("Result") == "success")
-        #expect(manager.property("ExecMainStatus") == "0")
+        #expect(await manager.property("ActiveState") == "inactive")
+        #expect(await manager.property("Result") == "success")
+        #expect(await manager.property("ExecMainStatus") == "0")
         #expect(!FileManager.default.fileExists(atPath: manager.socket), "the socket is gone")
-        #expect((try manager.run([tidings, "notifications", "list"])).status != 0, "nobody answers")
+        #expect((try await manager.run([tidings, "notifications", "list"])).status != 0, "nobody answers")
 
         // The next login: a new manager; the enabled service starts by itself.
         await manager.stop()
         #expect(try await manager.start(), "\(manager.output)")
-        #expect(await poll { manager.property("ActiveState") == "active" && (try? manager.run([tidings, "notifications", "list"]))?.status == 0 },
+        #expect(await poll {
+            guard await manager.property("ActiveState") == "active" else { return false }
+            return (try? await manager.run([tidings, "notifications", "list"]))?.status == 0
+        },
                 "enabled: started at login")
     }
 }

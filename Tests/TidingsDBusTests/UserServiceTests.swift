@@ -6,10 +6,10 @@ import TidingsTestSupport
 @Suite("systemd user service")
 struct UserServiceTests {
     @Test("tidings install --user writes the unit with its own path, restart on failure and a clean stop; the shipped unit is the same for /usr/local/bin")
-    func install() throws {
+    func install() async throws {
         let directory = "/tmp/tdb-unit-\(UUID().uuidString.prefix(8))"
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let result = try runTidings(["install", "--user", "--unit-dir", directory])
+        let result = try await runTidings(["install", "--user", "--unit-dir", directory])
         #expect(result.status == 0, "\(result.output)")
         #expect(result.output.contains("systemctl --user enable --now tidings.service"))
         let unit = try String(contentsOfFile: directory + "/tidings.service", encoding: .utf8)
@@ -23,10 +23,10 @@ struct UserServiceTests {
         let shipped = try String(contentsOf: BuiltProducts.packageRoot.appendingPathComponent("Support/systemd/tidings.service"), encoding: .utf8)
         #expect(shipped == UserService.unit(executable: "/usr/local/bin/tidings"), "Support/systemd/tidings.service is the generated unit")
 
-        #expect(try runTidings(["install"]).status != 0, "only --user")
+        #expect(try await runTidings(["install"]).status != 0, "only --user")
         if FileManager.default.isExecutableFile(atPath: "/usr/bin/systemd-analyze") {
             // Without a user manager here, the unit is checked as a system one (same syntax).
-            let verify = try runTool("/usr/bin/systemd-analyze", ["verify", directory + "/tidings.service"], environment: [:])
+            let verify = try await runTool("/usr/bin/systemd-analyze", ["verify", directory + "/tidings.service"], environment: [:])
             #expect(verify.status == 0 && !verify.output.contains("tidings.service:"), "systemd-analyze verify: \(verify.output)")
         }
     }

@@ -77,9 +77,10 @@ struct AppIdentityTests {
             return reply
         }
 
+        /// SIGKILL without waiting (Foundation reaps the child): it runs in a `defer`, which cannot
+        /// await, and a `waitUntilExit` there would hold a thread of the cooperative pool.
         func stop() {
             kill(pid, SIGKILL)
-            process.waitUntilExit()
         }
     }
 

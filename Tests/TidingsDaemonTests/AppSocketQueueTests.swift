@@ -11,7 +11,10 @@ import TidingsTesting
 @Suite("App socket: queued requests, large replies, claimed identifiers", .timeLimit(.minutes(1)))
 struct AppSocketQueueTests {
     /// A bare app socket whose handler hands each connection to the test and keeps it open
-    /// until the test is done.
+    /// until the test is done. A test sends its first frame right after connecting, before it
+    /// awaits the connection here: the socket closes a connection without a first frame
+    /// within `helloTimeout` (10 s) of accept, and a test task that resumed late on a loaded
+    /// machine once sent its requests after that (none arrived; the test ran into its limit).
     struct Harness {
         let server: AppSocketServer
         let run: Task<Void, Never>
@@ -80,8 +83,8 @@ struct AppSocketQueueTests {
     func queuedRequestsAtTheLimit() async throws {
         let harness = try await Harness.start(AppSocketLimits(maximumQueuedRequests: 4))
         let raw = try RawAppConnection(path: harness.server.path)
+        try await Self.send(10, to: raw)  // at once: see `Harness`
         let connection = try #require(await harness.next())
-        try await Self.send(10, to: raw)
         #expect(await eventually(within: 10) { connection.queuedRequests.readingStopped || connection.queuedRequests.count == 10 })
         #expect(connection.queuedRequests.count == 4, "at the limit, not past it")
         #expect(connection.queuedRequests.readingStopped)
@@ -101,8 +104,8 @@ struct AppSocketQueueTests {
     func queuedBytesAtTheLimit() async throws {
         let harness = try await Harness.start(AppSocketLimits(maximumQueuedBytes: 200))
         let raw = try RawAppConnection(path: harness.server.path)
+        try await Self.send(5, to: raw)  // at once: see `Harness`
         let connection = try #require(await harness.next())
-        try await Self.send(5, to: raw)
         #expect(await eventually(within: 10) { connection.queuedRequests.readingStopped || connection.queuedRequests.count == 5 })
         #expect(connection.queuedRequests.count == 2)
         #expect(connection.queuedRequests.bytes == 200)
@@ -118,8 +121,8 @@ struct AppSocketQueueTests {
     func closingWhileStopped() async throws {
         let harness = try await Harness.start(AppSocketLimits(maximumQueuedRequests: 2))
         let raw = try RawAppConnection(path: harness.server.path)
+        try await Self.send(20, to: raw)  // at once: see `Harness`
         let connection = try #require(await harness.next())
-        try await Self.send(20, to: raw)
         #expect(await eventually(within: 10) { connection.queuedRequests.readingStopped })
         shutdown(raw.descriptor, Int32(SHUT_RDWR))
         var ids: [UInt64] = []

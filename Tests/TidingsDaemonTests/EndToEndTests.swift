@@ -11,39 +11,39 @@ struct EndToEndTests {
         let fixture = try DaemonFixture()
         defer { fixture.remove() }
         let daemon = try fixture.startDaemon()
-        defer { daemon.stop() }
+        defer { daemon.stopAtEnd() }
         #expect(await daemon.waitForOutput("daemon socket"))
 
-        let install = try fixture.cli(["apps", "install", fixture.manifest])
+        let install = try await fixture.cli(["apps", "install", fixture.manifest])
         #expect(install.status == 0, "\(install.output)")
 
         let app = try fixture.runApp()
-        defer { app.stop() }
+        defer { app.stopAtEnd() }
         #expect(await app.waitForOutput("waiting for responses"), "\(app.output)")
         #expect(app.output.contains("authorization granted=true"))
         #expect(await app.waitForOutput("willPresent saySomething"), "the foreground app's delegate decides")
         #expect(await daemon.waitForOutput("Say something"), "the terminal presenter shows it")
 
-        let list = try fixture.cli(["notifications", "list"])
+        let list = try await fixture.cli(["notifications", "list"])
         #expect(list.output.contains("saySomething"))
         #expect(list.output.contains("action.input (text)"))
 
-        let reply = try fixture.cli(["notifications", "respond", "saySomething", "--action", "action.input", "--text", "hello there"])
+        let reply = try await fixture.cli(["notifications", "respond", "saySomething", "--action", "action.input", "--text", "hello there"])
         #expect(reply.status == 0, "\(reply.output)")
         #expect(await app.waitForOutput("response saySomething action=action.input text=hello there"), "\(app.output)")
 
-        let wrong = try fixture.cli(["notifications", "respond", "saySomething", "--action", "action.input"])
+        let wrong = try await fixture.cli(["notifications", "respond", "saySomething", "--action", "action.input"])
         #expect(wrong.status != 0, "answered notifications leave the list")
         #expect(wrong.output.contains("no delivered notification"))
 
         // The app stops; its next response launches it from the manifest.
-        app.stop()
+        await app.stop()
         let again = try fixture.runApp()
         // Delivered (its delegate said how) before the app goes away.
         #expect(await again.waitForOutput("willPresent saySomething"))
-        #expect(await eventually { (try? fixture.cli(["notifications", "list"]))?.output.contains("saySomething") == true })
-        again.stop()
-        let goodbye = try fixture.cli(["notifications", "respond", "saySomething", "--action", "action.goodbye"])
+        #expect(await eventually { (try? await fixture.cli(["notifications", "list"]))?.output.contains("saySomething") == true })
+        await again.stop()
+        let goodbye = try await fixture.cli(["notifications", "respond", "saySomething", "--action", "action.goodbye"])
         #expect(goodbye.status == 0, "\(goodbye.output)")
         #expect(await daemon.waitForOutput("response saySomething action=action.goodbye"), "\(daemon.output)")
         killLaunchedApps(in: daemon.output)
@@ -54,10 +54,10 @@ struct EndToEndTests {
         let fixture = try DaemonFixture()
         defer { fixture.remove() }
         let daemon = try fixture.startDaemon()
-        defer { daemon.stop() }
+        defer { daemon.stopAtEnd() }
         #expect(await daemon.waitForOutput("daemon socket"))
         let app = try fixture.runApp()
-        defer { app.stop() }
+        defer { app.stopAtEnd() }
         #expect(await eventually { !app.process.isRunning })
         #expect(app.process.terminationStatus == 1)
         #expect(app.output.contains("has no app identity"), "\(app.output)")
@@ -69,12 +69,12 @@ struct EndToEndTests {
         let fixture = try DaemonFixture()
         defer { fixture.remove() }
         let daemon = try fixture.startDaemon(["--development"])
-        defer { daemon.stop() }
+        defer { daemon.stopAtEnd() }
         #expect(await daemon.waitForOutput("daemon socket"))
         let app = try fixture.runApp(environment: ["TIDINGS_BUNDLE_ID": "com.example.dev"])
-        defer { app.stop() }
+        defer { app.stopAtEnd() }
         #expect(await app.waitForOutput("waiting for responses"), "\(app.output)")
-        let list = try fixture.cli(["apps", "list"])
+        let list = try await fixture.cli(["apps", "list"])
         #expect(list.output.contains("com.example.dev"))
     }
 
@@ -84,20 +84,20 @@ struct EndToEndTests {
         defer { fixture.remove() }
         let daemon = try fixture.startDaemon()
         #expect(await daemon.waitForOutput("daemon socket"))
-        _ = try fixture.cli(["apps", "install", fixture.manifest])
+        _ = try await fixture.cli(["apps", "install", fixture.manifest])
         let app = try fixture.runApp()
         #expect(await app.waitForOutput("scheduled saySomething now"))
-        daemon.stop(signal: SIGKILL)
-        app.stop()
+        await daemon.stop(signal: SIGKILL)
+        await app.stop()
 
         let restarted = try fixture.startDaemon()
-        defer { restarted.stop() }
+        defer { restarted.stopAtEnd() }
         #expect(await restarted.waitForOutput("daemon socket"))
-        let pending = try fixture.cli(["notifications", "list", "--pending"]).output
-        let delivered = try fixture.cli(["notifications", "list"]).output
+        let pending = try await fixture.cli(["notifications", "list", "--pending"]).output
+        let delivered = try await fixture.cli(["notifications", "list"]).output
         #expect(delivered.contains("saySomething"), "\(delivered)")
         #expect(pending.contains("myFirstNotification") || delivered.contains("myFirstNotification"), "\(pending)\n\(delivered)")
-        let settings = try fixture.cli(["settings", "com.example.tidings.sample"]).output
+        let settings = try await fixture.cli(["settings", "com.example.tidings.sample"]).output
         #expect(settings.contains("authorizationStatus        authorized"), "\(settings)")
     }
 
@@ -105,19 +105,19 @@ struct EndToEndTests {
     func cliErrors() async throws {
         let fixture = try DaemonFixture()
         defer { fixture.remove() }
-        let noDaemon = try fixture.cli(["apps", "list"])
+        let noDaemon = try await fixture.cli(["apps", "list"])
         #expect(noDaemon.status != 0)
         #expect(noDaemon.output.contains("no notification daemon is listening"))
 
         let daemon = try fixture.startDaemon()
-        defer { daemon.stop() }
+        defer { daemon.stopAtEnd() }
         #expect(await daemon.waitForOutput("daemon socket"))
         let badManifest = fixture.directory.appendingPathComponent("bad.json").path
         try #"{"bundleIdentifier": "nodots", "executable": "/bin/true"}"#.write(toFile: badManifest, atomically: true, encoding: .utf8)
-        let bad = try fixture.cli(["apps", "install", badManifest])
+        let bad = try await fixture.cli(["apps", "install", badManifest])
         #expect(bad.status != 0)
         #expect(bad.output.contains("reverse-DNS"))
-        let unknown = try fixture.cli(["settings", "com.example.nothing", "--allow"])
+        let unknown = try await fixture.cli(["settings", "com.example.nothing", "--allow"])
         #expect(unknown.status != 0)
         #expect(unknown.output.contains("no app \"com.example.nothing\" is installed"))
     }
@@ -127,28 +127,28 @@ struct EndToEndTests {
         let fixture = try DaemonFixture()
         defer { fixture.remove() }
         let daemon = try fixture.startDaemon()
-        defer { daemon.stop() }
+        defer { daemon.stopAtEnd() }
         #expect(await daemon.waitForOutput("daemon socket"))
-        #expect(try fixture.cli(["apps", "install", fixture.manifest]).status == 0)
+        #expect(try await fixture.cli(["apps", "install", fixture.manifest]).status == 0)
         let app = "com.example.tidings.sample"
-        let before = try fixture.cli(["settings", app, "--sounds", "on"])
+        let before = try await fixture.cli(["settings", app, "--sounds", "on"])
         #expect(before.status == 0, "\(before.output)")
         #expect(before.output.contains("grouping                   automatic"), "\(before.output)")
 
-        let byApp = try fixture.cli(["settings", app, "--grouping", "byApp"])
+        let byApp = try await fixture.cli(["settings", app, "--grouping", "byApp"])
         #expect(byApp.status == 0, "\(byApp.output)")
         #expect(byApp.output.contains("grouping                   byApp"), "\(byApp.output)")
 
-        let bad = try fixture.cli(["settings", app, "--grouping", "sideways", "--sounds", "off"])
+        let bad = try await fixture.cli(["settings", app, "--grouping", "sideways", "--sounds", "off"])
         #expect(bad.status != 0)
         #expect(bad.output.contains("'sideways' is invalid for '--grouping") && bad.output.contains("'automatic', 'byApp' or 'off'"), "\(bad.output)")
-        let after = try fixture.cli(["settings", app]).output
+        let after = try await fixture.cli(["settings", app]).output
         #expect(after.contains("grouping                   byApp") && after.contains("soundSetting               enabled"), "nothing changed:\n\(after)")
 
         // The grouping outlives turning notifications off and on; off is a choice of its own.
-        _ = try fixture.cli(["settings", app, "--deny"])
-        #expect(try fixture.cli(["settings", app, "--allow"]).output.contains("grouping                   byApp"))
-        #expect(try fixture.cli(["settings", app, "--grouping", "off"]).output.contains("grouping                   off"))
+        _ = try await fixture.cli(["settings", app, "--deny"])
+        #expect(try await fixture.cli(["settings", app, "--allow"]).output.contains("grouping                   byApp"))
+        #expect(try await fixture.cli(["settings", app, "--grouping", "off"]).output.contains("grouping                   off"))
     }
 
     /// Stops the app processes the daemon launched (their pids are in its log).

@@ -22,8 +22,8 @@ struct DaemonFixture {
         try ChildProcess(BuiltProducts.sampleApp, arguments, environment: ["TIDINGS_SOCKET": socket].merging(environment) { $1 }, directory: directory)
     }
 
-    func cli(_ arguments: [String]) throws -> (status: Int32, output: String) {
-        try runTidings(arguments + ["--data-dir", dataDirectory])
+    func cli(_ arguments: [String]) async throws -> (status: Int32, output: String) {
+        try await runTidings(arguments + ["--data-dir", dataDirectory])
     }
 
     func remove() {

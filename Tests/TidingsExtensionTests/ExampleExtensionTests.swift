@@ -92,8 +92,11 @@ struct ExampleExtensionTests {
         let pipe = Pipe()
         process.standardOutput = pipe
         try process.run()
-        let wire = readToEnd(pipe.fileHandleForReading)
-        process.waitUntilExit()
+        let wire = await offThePool {
+            let wire = readToEnd(pipe.fileHandleForReading)
+            process.waitUntilExit()
+            return wire
+        }
         #expect(process.terminationStatus == 0)
         #expect(!String(decoding: wire, as: UTF8.self).contains("Lunch"))
         let outcome = await h.modify(try encryptedRequest(wire))

@@ -62,6 +62,11 @@ struct CLITests {
         try #"{"Simulator Target Bundle":"com.example.cli","aps":{"alert":{"title":"From a file","body":"simctl style"},"sound":"default","badge":1}}"#
             .write(toFile: apns, atomically: true, encoding: .utf8)
         let common = ["--key", p8, "--key-id", "CLIKEY1234", "--team", "CLITEAM123", "--port", String(h.providerPort), "--cacert", h.certificatePath]
+        // The CLI signs with the real time; the gateway's test clock stood still since the
+        // harness started, and a token more than 60 s ahead of it is refused (403
+        // InvalidProviderToken, the allowed clock skew). On a loaded machine the steps above
+        // once took that long. The gateway's clock is brought to the real time first.
+        h.clock.advance(to: Date())
         let pushed = try await tidings(["push"] + common + ["--collapse-id", "c1", "--priority", "5", token, apns])
         #expect(pushed.status == 0, "\(pushed.stderr)")
         let apnsID = pushed.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
@@ -73,6 +78,7 @@ struct CLITests {
         #expect(try got.first?.parsedPayload().notificationContent().title == "From a file")
 
         // A failure prints the reason and exits non-zero.
+        h.clock.advance(to: Date())
         let bad = try await tidings(["push"] + common + ["--topic", "com.example.cli", "--payload", "{}", "--expiration", "later", token])
         #expect(bad.status == 1)
         #expect(bad.stderr.contains("400 BadExpirationDate"))
@@ -86,6 +92,51 @@ struct CLITests {
         #expect(status.stdout.contains("delivered"))
         let missing = try await tidings(["status", "00000000-0000-0000-0000-000000000000", "--data-dir", dir])
         #expect(missing.status != 0)
+        await device.close()
+        await h.stop()
+    }
+
+    /// `tidings push -` reads stdin with a bound (`Push.maximumPayloadInput`, 8192 bytes):
+    /// a payload at the bound is read and sent (the gateway answers 413 for its size, so the
+    /// whole of it went out); one byte more is refused by the CLI with a message, exit 1,
+    /// nothing sent; an endless stdin or payload file (/dev/zero) is refused the same way
+    /// instead of being read to the end.
+    @Test func pushReadsStdinWithABound() async throws {
+        guard requireTool(CrashTests.executable != nil, "the tidings executable next to the test bundle") else { return }
+        let h = try await GatewayHarness.start()
+        let device = try await h.device()
+        let token = try await device.requestToken(topic: GatewayHarness.bundleID, environment: .development).hex
+        let collector = await PushCollector.start(device)
+        let p8 = h.directory.appendingPathComponent("AuthKey.p8").path
+        try (h.teamKey.pemRepresentation + "\n").write(toFile: p8, atomically: true, encoding: .utf8)
+        let push = [BuiltProducts.tidings, "push", "--key", p8, "--key-id", GatewayHarness.keyID, "--team", GatewayHarness.teamID,
+                    "--topic", GatewayHarness.bundleID, "--port", String(h.providerPort), "--cacert", h.certificatePath, token]
+        func padded(to size: Int) -> Data {
+            let head = #"{"aps":{"alert":"from stdin"},"pad":""#
+            return Data((head + String(repeating: "a", count: size - head.utf8.count - 2) + #""}"#).utf8)
+        }
+
+        let small = try await runTool(push[0], Array(push.dropFirst()) + ["-"], input: padded(to: 100))
+        #expect(small.status == 0, "\(small.output)")
+        let got = await collector.wait(for: 1)
+        #expect(try got.first?.parsedPayload().notificationContent().body == "from stdin")
+
+        let atLimit = try await runTool(push[0], Array(push.dropFirst()) + ["-"], input: padded(to: 8192))
+        #expect(atLimit.status == 1)
+        #expect(atLimit.output.contains("413 PayloadTooLarge"), "sent whole: \(atLimit.output)")
+
+        let pastLimit = try await runTool(push[0], Array(push.dropFirst()) + ["-"], input: padded(to: 8193))
+        #expect(pastLimit.status == 1)
+        #expect(pastLimit.output.contains("the payload in stdin is over 8192 bytes"), "\(pastLimit.output)")
+        #expect(!pastLimit.output.contains("PayloadTooLarge"), "nothing sent: \(pastLimit.output)")
+
+        let quoted = push.map { "'" + $0 + "'" }.joined(separator: " ")
+        let endless = try await runTool("/bin/sh", ["-c", "exec \(quoted) - < /dev/zero"])
+        #expect(endless.status == 1)
+        #expect(endless.output.contains("the payload in stdin is over 8192 bytes"), "\(endless.output)")
+        let endlessFile = try await runTool(push[0], Array(push.dropFirst()) + ["/dev/zero"])
+        #expect(endlessFile.status == 1)
+        #expect(endlessFile.output.contains("the payload in /dev/zero is over 8192 bytes"), "\(endlessFile.output)")
         await device.close()
         await h.stop()
     }

@@ -40,23 +40,27 @@ struct CrashTests {
                 kill(pid, SIGKILL)  // never started: fail instead of hanging
             }
             defer { watchdog.cancel() }
-            var provider: Int?, device: Int?
-            var text = ""
+            // The blocking reads on a thread of their own (see offThePool).
             let handle = out.fileHandleForReading
-            while provider == nil || device == nil {
-                let chunk = handle.availableData
-                if chunk.isEmpty { break }
-                text += String(decoding: chunk, as: UTF8.self)
-                for line in text.split(separator: "\n") {
-                    func port(after marker: String) -> Int? {
-                        guard let r = line.range(of: marker) else { return nil }
-                        let rest = line[r.upperBound...]
-                        let address = rest.split(separator: " ").first ?? ""
-                        return address.split(separator: ":").last.flatMap { Int($0) }
+            let (provider, device, text) = await offThePool { () -> (Int?, Int?, String) in
+                var provider: Int?, device: Int?
+                var text = ""
+                while provider == nil || device == nil {
+                    let chunk = handle.availableData
+                    if chunk.isEmpty { break }
+                    text += String(decoding: chunk, as: UTF8.self)
+                    for line in text.split(separator: "\n") {
+                        func port(after marker: String) -> Int? {
+                            guard let r = line.range(of: marker) else { return nil }
+                            let rest = line[r.upperBound...]
+                            let address = rest.split(separator: " ").first ?? ""
+                            return address.split(separator: ":").last.flatMap { Int($0) }
+                        }
+                        if provider == nil { provider = port(after: "provider API on ") }
+                        if device == nil { device = port(after: "device channel on ") }
                     }
-                    if provider == nil { provider = port(after: "provider API on ") }
-                    if device == nil { device = port(after: "device channel on ") }
                 }
+                return (provider, device, text)
             }
             guard let provider, let device else {
                 process.terminate()
@@ -66,14 +70,14 @@ struct CrashTests {
             devicePort = device
         }
 
-        func kill9() {
+        func kill9() async {
             kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
+            await offThePool { self.process.waitUntilExit() }
         }
 
-        func terminate() {
+        func terminate() async {
             kill(process.processIdentifier, SIGTERM)
-            process.waitUntilExit()
+            await offThePool { self.process.waitUntilExit() }
         }
     }
 
@@ -131,7 +135,7 @@ struct CrashTests {
                 }
                 await device.close()
                 _ = await reader.value
-                gateway.terminate()
+                await gateway.terminate()
                 break
             }
             var configuration = APNsClientConfiguration(host: "127.0.0.1", port: gateway.providerPort, trustRootPaths: [cert])
@@ -167,7 +171,7 @@ struct CrashTests {
                 try await Task.sleep(for: .milliseconds(10))
             }
             try await Task.sleep(for: .milliseconds(Int.random(in: 0...200)))
-            gateway.kill9()
+            await gateway.kill9()
             load.cancel()
             _ = await load.value
             await connection.close()

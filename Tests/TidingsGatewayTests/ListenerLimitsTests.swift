@@ -48,11 +48,13 @@ struct ListenerLimitsTests {
             c.providerTransport = .cleartext
             c.providerPrefaceTimeout = .milliseconds(300)
         }
-        let partial = try await RawClient.connect(port: h.providerPort)
         // The preface and the SETTINGS frame's header, not its last byte... of a 6-byte payload.
+        // Sent with the connect: sent from the test's task after `connect` returned, it raced
+        // the 300 ms deadline (a stalled cooperative pool resumed the task after the server
+        // had closed the connection, and the send failed).
         var bytes = Self.prefaceAndSettings
         bytes[26] = 6
-        try await partial.send(bytes + [0, 3, 0, 0])
+        let partial = try await RawClient.connect(port: h.providerPort, sending: bytes + [0, 3, 0, 0])
         #expect(await partial.closed(within: .seconds(5)))
         await h.stop()
     }
@@ -258,7 +260,9 @@ final class RawClient: Sendable {
 
     /// Connects from `from` (a loopback address) to 127.0.0.1:`port`; with `tls`, waits for
     /// the TLS handshake (ALPN h2, the certificate not checked) and sends nothing more.
-    static func connect(port: Int, from: String? = nil, tls: Bool = false) async throws -> RawClient {
+    /// `sending` goes out on the event loop as soon as the connection is up, not after the
+    /// test's task resumes: a server deadline counted from accept cannot pass before it.
+    static func connect(port: Int, from: String? = nil, tls: Bool = false, sending first: [UInt8]? = nil) async throws -> RawClient {
         let received = NIOLockedValueBox<[UInt8]>([])
         let group = MultiThreadedEventLoopGroup.singleton
         let handshake: EventLoopPromise<Void>? = tls ? group.next().makePromise() : nil
@@ -275,7 +279,10 @@ final class RawClient: Sendable {
                 if let sslContext { try channel.pipeline.syncOperations.addHandler(try NIOSSLClientHandler(context: sslContext, serverHostname: nil)) }
                 try channel.pipeline.syncOperations.addHandler(Collector(sink: { bytes in received.withLockedValue { $0 += bytes } }, handshake: handshake))
             }
-        }.connect(host: "127.0.0.1", port: port).get()
+        }.connect(host: "127.0.0.1", port: port).flatMap { channel in
+            guard let first else { return channel.eventLoop.makeSucceededFuture(channel) }
+            return channel.writeAndFlush(ByteBuffer(bytes: first)).map { channel }
+        }.get()
         if let handshake { try await handshake.futureResult.get() }
         return RawClient(channel: channel, received: received)
     }

@@ -104,7 +104,7 @@ struct GatewayNodesTests {
             guard await child.waitForOutput("self-signed certificate: "),
                   let provider = child.port(after: "provider API on "), let device = child.port(after: "device channel on "),
                   let certificate = child.value(after: "self-signed certificate: ") else {
-                child.stop()
+                await child.stop()
                 throw APNsClientError("\(name) did not start: \(child.output)")
             }
             providerPort = provider
@@ -112,7 +112,7 @@ struct GatewayNodesTests {
             certificatePath = certificate
             adminPort = admin ? child.port(after: "admin (metrics, status) on http://") : nil
             if admin && adminPort == nil {
-                child.stop()
+                await child.stop()
                 throw APNsClientError("node A did not announce its admin endpoint: \(child.output)")
             }
         }
@@ -144,16 +144,16 @@ struct GatewayNodesTests {
         var signing: [String: ProviderSigningKey] = [:]
         for id in ["REVOKED001", "KEPT000001"] {
             let p8 = work.appendingPathComponent("\(id).p8").path
-            let created = try runTidings(["keys", "create", "--database", url, "--team", team, "--key-id", id, "-o", p8,
+            let created = try await runTidings(["keys", "create", "--database", url, "--team", team, "--key-id", id, "-o", p8,
                                           "--app", GatewayHarness.bundleID])
             #expect(created.status == 0, "\(created.output)")
             signing[id] = try ProviderSigningKey(p8File: p8)
         }
         let slowRefresh = ["--registry-refresh", "3600"]
         let nodeA = try await ChildNode(databaseURL: url, extraArguments: slowRefresh, name: "node-a")
-        defer { nodeA.child.stop() }
+        defer { nodeA.child.stopAtEnd() }
         let nodeB = try await ChildNode(databaseURL: url, extraArguments: slowRefresh, name: "node-b")
-        defer { nodeB.child.stop() }
+        defer { nodeB.child.stopAtEnd() }
 
         let device = try await DeviceConnection.connect(DeviceClientConfiguration(
             host: "127.0.0.1", port: nodeA.devicePort, deviceKey: .init(), trustRootPaths: [nodeA.certificatePath]))
@@ -174,7 +174,7 @@ struct GatewayNodesTests {
             open.append((name, r, k))
         }
 
-        let revoking = try runTidings(["keys", "revoke", "REVOKED001", "--database", url])
+        let revoking = try await runTidings(["keys", "revoke", "REVOKED001", "--database", url])
         #expect(revoking.status == 0, "\(revoking.output)")
         #expect(revoking.output.contains("revoked key REVOKED001"))
         let since = ContinuousClock.now
@@ -199,10 +199,10 @@ struct GatewayNodesTests {
             await fresh.close()
             await other.close()
         }
-        let listed = try runTidings(["keys", "list", "--database", url])
+        let listed = try await runTidings(["keys", "list", "--database", url])
         #expect(listed.output.contains("KEPT000001  team \(team)"))
         #expect(!listed.output.contains("REVOKED001"))
-        let again = try runTidings(["keys", "revoke", "REVOKED001", "--database", url])
+        let again = try await runTidings(["keys", "revoke", "REVOKED001", "--database", url])
         #expect(again.status == 1)
         #expect(again.output.contains("no key REVOKED001"))
         for connection in open {
@@ -213,8 +213,8 @@ struct GatewayNodesTests {
     }
 
     /// `tidings status <apns-id> --json` with `arguments` (`--admin HOST:PORT` or `--database URL`), decoded.
-    static func statusFromCLI(_ apnsID: String, _ arguments: [String]) throws -> [PushStatus] {
-        let r = try runTool(BuiltProducts.tidings, ["status", apnsID, "--json"] + arguments)
+    static func statusFromCLI(_ apnsID: String, _ arguments: [String]) async throws -> [PushStatus] {
+        let r = try await runTool(BuiltProducts.tidings, ["status", apnsID, "--json"] + arguments)
         guard r.status == 0 else { throw APNsClientError("tidings status \(arguments): \(r.output)") }
         return try JSONDecoder().decode([PushStatus].self, from: Data(r.output.utf8))
     }
@@ -224,11 +224,11 @@ struct GatewayNodesTests {
     static func statusEverywhere(_ apnsID: String, nodeA: ChildNode, nodeB: GatewayHarness, url: String) async throws -> [String: [PushStatus]] {
         [
             "node B (in process)": try await nodeB.gateway.status(apnsID: apnsID),
-            "node B admin endpoint": try statusFromCLI(apnsID, ["--admin", "127.0.0.1:\(try #require(nodeB.addresses.admin?.port))",
+            "node B admin endpoint": try await statusFromCLI(apnsID, ["--admin", "127.0.0.1:\(try #require(nodeB.addresses.admin?.port))",
                                                                  "--data-dir", nodeB.directory.path]),
-            "node A admin endpoint": try statusFromCLI(apnsID, ["--admin", "127.0.0.1:\(try #require(nodeA.adminPort))",
+            "node A admin endpoint": try await statusFromCLI(apnsID, ["--admin", "127.0.0.1:\(try #require(nodeA.adminPort))",
                                                                  "--data-dir", nodeA.directory.path]),
-            "tidings status --database": try statusFromCLI(apnsID, ["--database", url]),
+            "tidings status --database": try await statusFromCLI(apnsID, ["--database", url]),
         ]
     }
 
@@ -239,7 +239,7 @@ struct GatewayNodesTests {
         let url = try cluster.createDatabase(prefix: "nodes")
         let nodeB = try await GatewayHarness.start(store: .postgres(url: url))
         let nodeA = try await ChildNode(databaseURL: url)
-        defer { nodeA.child.stop() }
+        defer { nodeA.child.stopAtEnd() }
 
         // A device on node A; pushes through node B.
         let onA = try await DeviceConnection.connect(DeviceClientConfiguration(
@@ -386,7 +386,7 @@ struct GatewayNodesTests {
         let url = try cluster.createDatabase(prefix: "policies")
         let nodeB = try await GatewayHarness.start(store: .postgres(url: url))
         let nodeA = try await ChildNode(databaseURL: url, admin: true)
-        defer { nodeA.child.stop() }
+        defer { nodeA.child.stopAtEnd() }
         let now = EpochMilliseconds(nodeB.clock.now.timeIntervalSince1970 * 1000)
         try await nodeB.gateway.register(app: GatewayAppRecord(bundleID: "com.example.latest", teamID: GatewayHarness.teamID,
                                                                storagePolicy: .apns, createdAt: now))
@@ -441,7 +441,7 @@ struct GatewayNodesTests {
         let url = try cluster.createDatabase(prefix: "inspect")
         let nodeB = try await GatewayHarness.start(store: .postgres(url: url))
         let nodeA = try await ChildNode(databaseURL: url, admin: true)
-        defer { nodeA.child.stop() }
+        defer { nodeA.child.stopAtEnd() }
         let device = try await nodeA.device()
         let token = try await device.requestToken(topic: GatewayHarness.bundleID, environment: .development)
         let collector = await PushCollector.start(device, acknowledge: false)
@@ -520,7 +520,7 @@ struct GatewayNodesTests {
         let url = try cluster.createDatabase(prefix: "outage")
         let nodeB = try await GatewayHarness.start(store: .postgres(url: url)) { $0.leaseRenewInterval = .milliseconds(50) }
         let nodeA = try await ChildNode(databaseURL: url)
-        defer { nodeA.child.stop() }
+        defer { nodeA.child.stopAtEnd() }
         let onA = try await nodeA.device()
         let tokenOnA = try await onA.requestToken(topic: GatewayHarness.bundleID, environment: .development)
         let collectorA = await PushCollector.start(onA)

@@ -143,10 +143,10 @@ struct StoreLimitsTests {
                       (["--sqlite-wal-limit", "999"], "--sqlite-wal-limit is 1000 to"),
                       (["--commit-batch", "0"], "--commit-batch is 1 to 1000000"),
                       (["--registry-refresh", "0"], "--registry-refresh is a number of seconds")])
-    func badStoreLimitOptionsAreRefused(arguments: [String], message: String) throws {
+    func badStoreLimitOptionsAreRefused(arguments: [String], message: String) async throws {
         guard requireTool(CrashTests.executable != nil, "the tidings executable next to the test bundle") else { return }
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-limits-\(UUID().uuidString)").path
-        let run = try runTidings(["gateway", "--data-dir", dir, "--listen", "127.0.0.1:0", "--device-listen", "127.0.0.1:0",
+        let run = try await runTidings(["gateway", "--data-dir", dir, "--listen", "127.0.0.1:0", "--device-listen", "127.0.0.1:0",
                                   "--admin-listen", "off"] + arguments)
         #expect(run.status != 0)
         #expect(run.output.contains(message), "\(run.output)")

@@ -69,7 +69,7 @@ final class FailoverRun: Sendable {
             ], directory: directory, name: name)
             guard await child.waitForOutput("self-signed certificate: "),
                   let provider = child.port(after: "provider API on "), let device = child.port(after: "device channel on ") else {
-                child.stop(signal: SIGKILL)
+                await child.stop(signal: SIGKILL)
                 throw APNsClientError("\(name) did not start: \(child.output)")
             }
             return (child, provider, device)
@@ -77,9 +77,15 @@ final class FailoverRun: Sendable {
 
         var providerPort: Int? { running.withLock { $0?.providerPort } }
 
-        func kill9() {
+        func kill9() async {
             let child = running.withLock { r in defer { r = nil }; return r?.child }
-            child?.stop(signal: SIGKILL)
+            await child?.stop(signal: SIGKILL)
+        }
+
+        /// `kill9` without waiting for the exit, for a `defer`.
+        func kill9AtEnd() {
+            let child = running.withLock { r in defer { r = nil }; return r?.child }
+            child?.stopAtEnd(signal: SIGKILL)
         }
 
         func restart() async throws {
@@ -146,14 +152,14 @@ final class FailoverRun: Sendable {
 
         // The team's key and app, in the shared registry (as an operator would).
         let p8 = root.appendingPathComponent("AuthKey.p8").path
-        let created = try runTool(BuiltProducts.tidings, ["keys", "create", "--team", FailoverProcessTests.team, "--app", FailoverProcessTests.bundle,
+        let created = try await runTool(BuiltProducts.tidings, ["keys", "create", "--team", FailoverProcessTests.team, "--app", FailoverProcessTests.bundle,
                                                           "--storage-policy", "all", "--output", p8], environment: ["TIDINGS_DATABASE_URL": url])
         #expect(created.status == 0, "\(created.output)")
         let keyID = try #require(created.output.split(separator: "\n").first { $0.hasPrefix("key id: ") }.map { String($0.dropFirst("key id: ".count)) })
         let signing = try ProviderSigningKey(p8File: p8)
 
         let nodes = [try await Node(name: "node-a", root: root, databaseURL: url), try await Node(name: "node-b", root: root, databaseURL: url)]
-        defer { for node in nodes { node.kill9() } }
+        defer { for node in nodes { node.kill9AtEnd() } }
 
         // The daemon's device key, made here so the test can learn the app's token first.
         let deviceKey = P256.Signing.PrivateKey()
@@ -168,7 +174,7 @@ final class FailoverRun: Sendable {
             "--gateway", nodes.map { "127.0.0.1:\($0.devicePort)" }.joined(separator: ","),
             "--gateway-cert", nodes[0].certificatePath, "--gateway-cert", nodes[1].certificatePath, "--log-level", "info",
         ], directory: root, name: "daemon")
-        defer { daemon.stop(signal: SIGKILL) }
+        defer { daemon.stopAtEnd(signal: SIGKILL) }
         let socket = deviceDir.appendingPathComponent("daemon.sock").path
         let app = Mutex<AppSocketClient?>(nil)
         _ = await eventually {
@@ -248,7 +254,7 @@ final class FailoverRun: Sendable {
             let victim = try #require(nodes.first { $0.devicePort == port })
             let survivor = try #require(nodes.first { $0 !== victim })
             let killedAt = ContinuousClock.now
-            victim.kill9()
+            await victim.kill9()
 
             // The device reconnects to the survivor…
             let reconnectedAt = Mutex<ContinuousClock.Instant?>(nil)

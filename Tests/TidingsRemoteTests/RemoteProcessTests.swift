@@ -30,7 +30,7 @@ struct RemoteProcessTests {
         let gateway = try ChildProcess(BuiltProducts.tidings, ["gateway", "--data-dir", gatewayDir.path, "--listen", "127.0.0.1:0",
                                                            "--device-listen", "127.0.0.1:0", "--admin-listen", "off", "--device-rate-limit", "0",
                                                            "--log-level", "error", "--threads", "1"], directory: dir, name: "gateway")
-        defer { gateway.stop() }
+        defer { gateway.stopAtEnd() }
         #expect(await eventually { gateway.port(after: "device channel on ") != nil && gateway.port(after: "provider API on ") != nil })
         let devicePort = try #require(gateway.port(after: "device channel on "))
         let providerPort = try #require(gateway.port(after: "provider API on "))
@@ -50,7 +50,7 @@ struct RemoteProcessTests {
                             directory: dir, name: "daemon")
         }
         var daemon = try startDaemon()
-        defer { daemon.stop(signal: SIGKILL) }
+        defer { daemon.stopAtEnd(signal: SIGKILL) }
         // The app (development mode: named by its hello) and the person's consent.
         let app = Mutex<AppSocketClient?>(nil)
         _ = await eventually {
@@ -89,7 +89,7 @@ struct RemoteProcessTests {
             let before = accepted.withLock { $0.count }
             let current = daemon
             _ = await eventually { accepted.withLock { $0.count } >= before + 25 && current.output.contains("crash-push-") }
-            daemon.stop(signal: SIGKILL)
+            await daemon.stop(signal: SIGKILL)
             daemon = try startDaemon()
             outputs.append(daemon)
         }
@@ -110,7 +110,7 @@ struct RemoteProcessTests {
             return Set(all.keys).isSubset(of: ids)
         }
         #expect(complete, "\(Set(all.keys).subtracting(delivered.withLock { $0 }).count) of \(all.count) accepted pushes never delivered")
-        daemon.stop()
+        await daemon.stop()
         // And none was shown twice, across every daemon run.
         let printed = outputs.map(\.output).joined()
         var counts: [String: Int] = [:]
@@ -144,11 +144,11 @@ struct RemoteProcessTests {
         }
         let serve = try ChildProcess(BuiltProducts.tidings, ["serve", "--data-dir", data.path, "--consent", "grant", "--listen", "127.0.0.1:0",
                                                          "--device-listen", "127.0.0.1:0", "--admin-listen", "off"], directory: dir, name: "serve")
-        defer { serve.stop() }
+        defer { serve.stopAtEnd() }
         #expect(await eventually { serve.port(after: "provider API on ") != nil })
         let providerPort = try #require(serve.port(after: "provider API on "))
         let (app, token) = try await Self.startSampleAppForRemote(bundle: Self.bundle, appDirectory: dir, data: data)
-        defer { app.stop() }
+        defer { app.stopAtEnd() }
         #expect(token.count == 64)
 
         let cert = data.appendingPathComponent("tls/gateway-cert.pem").path
@@ -160,17 +160,17 @@ struct RemoteProcessTests {
         let apnsID = try #require(result["apns_id"]?.stringValue)
 
         #expect(await eventually { serve.output.contains("tidings notifications respond \(apnsID)") }, "\(serve.output)")
-        let respond = try runTidings(["notifications", "respond", apnsID, "--app", Self.bundle, "--data-dir", data.path])
+        let respond = try await runTidings(["notifications", "respond", apnsID, "--app", Self.bundle, "--data-dir", data.path])
         #expect(respond.status == 0, "\(respond.output)")
         #expect(await eventually { app.output.contains("SampleApp: response \(apnsID) action=tap remote") }, "\(app.output)")
         #expect(await eventually {
-            let status = (try? runTidings(["status", apnsID, "--data-dir", data.path]))?.output ?? ""
+            let status = (try? await runTidings(["status", apnsID, "--data-dir", data.path]))?.output ?? ""
             return status.contains("presented") && status.contains("answered")
         })
 
         // The app stops; a silent push launches it in the background (the daemon's launcher,
         // output into serve's), and its UIApplication delegate gets the payload.
-        app.stop()
+        await app.stop()
         let signing = try ProviderSigningKey(p8File: p8)
         var configuration = APNsClientConfiguration(host: "127.0.0.1", port: providerPort, trustRootPaths: [cert])
         configuration.authority = "127.0.0.1"
@@ -190,18 +190,18 @@ struct RemoteProcessTests {
             Issue.record("the launched app did not say its pid")
         }
         // SIGTERM: one graceful shutdown for the daemon and the gateway, and a clean exit.
-        serve.stop()
+        await serve.stop()
         #expect(serve.process.terminationReason == .exit && serve.process.terminationStatus == 0, "\(serve.output)")
     }
 
-    @Test func daemonRefusesABadGatewayAddress() throws {
+    @Test func daemonRefusesABadGatewayAddress() async throws {
         guard requireTool(FileManager.default.isExecutableFile(atPath: BuiltProducts.tidings), "the tidings executable") else { return }
         let dir = "/tmp/trg-\(UUID().uuidString.prefix(8))"
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let bad = try runTidings(["daemon", "--data-dir", dir, "--consent", "deny", "--gateway", "no-port-here"])
+        let bad = try await runTidings(["daemon", "--data-dir", dir, "--consent", "deny", "--gateway", "no-port-here"])
         #expect(bad.status != 0)
         #expect(bad.output.contains("--gateway takes HOST:PORT"), "\(bad.output)")
-        let badList = try runTidings(["daemon", "--data-dir", dir, "--consent", "deny", "--gateway", "127.0.0.1:2196,"])
+        let badList = try await runTidings(["daemon", "--data-dir", dir, "--consent", "deny", "--gateway", "127.0.0.1:2196,"])
         #expect(badList.status != 0)
         #expect(badList.output.contains("or several separated by commas"), "\(badList.output)")
         #expect(GatewayLinkConfiguration(address: "[::1]:2196", trustRootPaths: [])?.host == "::1")
@@ -216,13 +216,13 @@ struct RemoteProcessTests {
         try """
             {"bundleIdentifier": "\(bundle)", "displayName": "Tidings Sample", "executable": "\(BuiltProducts.sampleApp)", "arguments": ["--listen"]\(extensions.map { ", \"extensions\": \($0)" } ?? "")}
             """.write(toFile: manifest, atomically: true, encoding: .utf8)
-        let install = try runTidings(["apps", "install", manifest, "--data-dir", data.path])
+        let install = try await runTidings(["apps", "install", manifest, "--data-dir", data.path])
         #expect(install.status == 0, "\(install.output)")
         let app = try ChildProcess(BuiltProducts.sampleApp, ["--remote"], environment: ["TIDINGS_SOCKET": data.appendingPathComponent("daemon.sock").path],
                                    directory: appDirectory, name: "app")
         #expect(await eventually { app.value(after: "SampleApp: token ") != nil }, "\(app.output)")
         let token = app.value(after: "SampleApp: token ")
-        if token == nil { app.stop() }
+        if token == nil { await app.stop() }
         return (app, try #require(token, "the sample app printed no device token"))
     }
 

@@ -34,21 +34,21 @@ struct SeedsEndToEndTests {
         // The image, on a local HTTP server (127.0.0.1, port 0), stopped by the test.
         try Data(Self.jpeg).write(to: www.appendingPathComponent("assets/images/background-cover.jpg"))
         let http = try ChildProcess(python, ["-u", "-m", "http.server", "0", "--bind", "127.0.0.1", "--directory", www.path], directory: dir, name: "http")
-        defer { http.stop(signal: SIGKILL) }  // python inherits the test bundle's blocked SIGTERM
+        defer { http.stopAtEnd(signal: SIGKILL) }  // python inherits the test bundle's blocked SIGTERM
         #expect(await eventually { http.value(after: "Serving HTTP on 127.0.0.1 port ") != nil }, "\(http.output)")
         let httpPort = try #require(http.value(after: "Serving HTTP on 127.0.0.1 port ")?.split(separator: " ").first.flatMap { Int($0) })
 
         // README: tidings serve, then keys create and apps register (the .p8 is all the provider has).
         let serve = try ChildProcess(BuiltProducts.tidings, ["serve", "--data-dir", data.path, "--consent", "grant", "--listen", "127.0.0.1:0",
                                                          "--device-listen", "127.0.0.1:0", "--admin-listen", "off"], directory: dir, name: "serve")
-        defer { serve.stop() }
+        defer { serve.stopAtEnd() }
         #expect(await eventually { serve.port(after: "provider API on ") != nil }, "\(serve.output)")
         let providerPort = try #require(serve.port(after: "provider API on "))
         let p8 = dir.appendingPathComponent("AuthKey.p8").path
-        let keys = try runTidings(["keys", "create", "--team", Self.team, "-o", p8, "--data-dir", data.path])
+        let keys = try await runTidings(["keys", "create", "--team", Self.team, "-o", p8, "--data-dir", data.path])
         #expect(keys.status == 0, "\(keys.output)")
         let keyID = try #require(keys.output.split(separator: "\n").first { $0.hasPrefix("key id: ") }.map { String($0.dropFirst("key id: ".count)) })
-        let register = try runTidings(["apps", "register", Self.bundle, "--team", Self.team, "--data-dir", data.path])
+        let register = try await runTidings(["apps", "register", Self.bundle, "--team", Self.team, "--data-dir", data.path])
         #expect(register.status == 0, "\(register.output)")
 
         // The app's directory: its manifest (with the combined service extension) and the
@@ -58,7 +58,7 @@ struct SeedsEndToEndTests {
         let (app, token) = try await RemoteProcessTests.startSampleAppForRemote(
             bundle: Self.bundle, extensions: #"[{"bundleIdentifier": "\#(Self.bundle).service", "point": "service", "executable": "\#(Self.sampleService)"}]"#,
             appDirectory: appDir, data: data)
-        defer { app.stop() }
+        defer { app.stopAtEnd() }
         let cert = data.appendingPathComponent("tls/gateway-cert.pem").path
 
         /// aioapns pushes `payload` (a JSON file); returns the apns-id once the daemon shows it.
@@ -95,7 +95,7 @@ struct SeedsEndToEndTests {
         let textID = try await push(try write(category, "category2.json"))
 
         // What was delivered: the image as an attachment, the message decrypted.
-        let list = try runTidings(["notifications", "list", "--app", Self.bundle, "--json", "--data-dir", data.path])
+        let list = try await runTidings(["notifications", "list", "--app", Self.bundle, "--json", "--data-dir", data.path])
         #expect(list.status == 0, "\(list.output)")
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .iso8601
@@ -121,7 +121,7 @@ struct SeedsEndToEndTests {
             (actionID, ["--action", "action.goodbye"], "response \(actionID) action=action.goodbye"),
             (textID, ["--action", "action.input", "--text", "Hello from the seeds"], "response \(textID) action=action.input text=Hello from the seeds"),
         ] {
-            let respond = try runTidings(["notifications", "respond", id, "--app", Self.bundle] + extra + ["--data-dir", data.path])
+            let respond = try await runTidings(["notifications", "respond", id, "--app", Self.bundle] + extra + ["--data-dir", data.path])
             #expect(respond.status == 0, "\(respond.output)")
             #expect(await eventually { app.output.contains("SampleApp: \(line)") }, "\(app.output)")
         }
@@ -130,11 +130,12 @@ struct SeedsEndToEndTests {
         let stages = ["accepted", "stored", "delivered", "presented", "answered"]
         for id in [imageID, secretID, actionID, textID] {
             let shown = await eventually {
-                let output = (try? runTidings(["status", id, "--data-dir", data.path]))?.output ?? ""
+                let output = (try? await runTidings(["status", id, "--data-dir", data.path]))?.output ?? ""
                 let seen = output.split(separator: "\n").compactMap { $0.split(separator: " ").first.map(String.init) }.filter(stages.contains)
                 return seen == stages
             }
-            #expect(shown, "\(id): \((try? runTidings(["status", id, "--data-dir", data.path]))?.output ?? "")")
+            let status = shown ? "" : (try? await runTidings(["status", id, "--data-dir", data.path]))?.output ?? ""
+            #expect(shown, "\(id): \(status)")
         }
     }
 }

@@ -70,9 +70,23 @@ public final class ChildProcess: Sendable {
         return (rest.split(separator: " ").first ?? "").split(separator: ":").last.flatMap { Int($0) }
     }
 
-    public func stop(signal: Int32 = SIGTERM) {
+    /// Sends `signal` and waits for the exit on a thread of its own (`offThePool`): a
+    /// `waitUntilExit` here would hold one of the cooperative pool's threads (2 on 2 cores)
+    /// for as long as the child takes to exit.
+    public func stop(signal: Int32 = SIGTERM) async {
+        signalUnlessExited(signal)
+        await offThePool { self.process.waitUntilExit() }
+    }
+
+    /// Sends `signal` and returns without waiting (Foundation reaps the child): for a
+    /// `defer` at the end of a test, which cannot `await`. Where the test goes on after the
+    /// child is gone (a restart on the same data, a check of its exit), `await stop()`.
+    public func stopAtEnd(signal: Int32 = SIGTERM) {
+        signalUnlessExited(signal)
+    }
+
+    private func signalUnlessExited(_ signal: Int32) {
         if process.isRunning { kill(process.processIdentifier, signal) }
-        process.waitUntilExit()
     }
 }
 
@@ -86,27 +100,43 @@ public func writeSampleAppManifest(to path: String, executable: String = BuiltPr
         """.write(toFile: path, atomically: true, encoding: .utf8)
 }
 
-public func runTidings(_ arguments: [String]) throws -> (status: Int32, output: String) {
-    try runTool(BuiltProducts.tidings, arguments)
+public func runTidings(_ arguments: [String]) async throws -> (status: Int32, output: String) {
+    try await runTool(BuiltProducts.tidings, arguments)
 }
 
-/// Runs a program to completion with this process's environment plus `environment`;
-/// its exit status and standard output and error together.
+/// Runs a program to completion with this process's environment plus `environment` and
+/// `input` as its standard input (nil: /dev/null); its exit status and standard output and error together. The reading and the wait run on a
+/// thread of their own (`offThePool`), not on the cooperative pool: two blocking runs at once
+/// would otherwise stall every other test of the process for as long as the children run.
 @discardableResult
-public func runTool(_ path: String, _ arguments: [String], environment: [String: String] = [:]) throws -> (status: Int32, output: String) {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: path)
-    process.arguments = arguments
-    if !environment.isEmpty {
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+public func runTool(_ path: String, _ arguments: [String], environment: [String: String] = [:], input: Data? = nil) async throws -> (status: Int32, output: String) {
+    try await offThePool {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: path)
+        process.arguments = arguments
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        }
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        // Standard input from a file of its own, so that nothing here blocks on a child
+        // that stops reading early (a refused input).
+        var inputPath: String?
+        defer { if let inputPath { try? FileManager.default.removeItem(atPath: inputPath) } }
+        if let input {
+            let path = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-stdin-\(UUID().uuidString)").path
+            inputPath = path
+            guard FileManager.default.createFile(atPath: path, contents: input) else { throw CocoaError(.fileWriteUnknown) }
+            process.standardInput = try FileHandle(forReadingFrom: URL(fileURLWithPath: path))
+        } else {
+            process.standardInput = FileHandle.nullDevice
+        }
+        try process.run()
+        let data = readToEnd(pipe.fileHandleForReading)
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
     }
-    let pipe = Pipe()
-    process.standardOutput = pipe
-    process.standardError = pipe
-    try process.run()
-    let data = readToEnd(pipe.fileHandleForReading)
-    process.waitUntilExit()
-    return (process.terminationStatus, String(decoding: data, as: UTF8.self))
 }
 
 /// Everything `handle` gives until end of file. `FileHandle.readDataToEndOfFile` traps on an

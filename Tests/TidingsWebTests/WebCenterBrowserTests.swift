@@ -27,9 +27,8 @@ import TidingsTestSupport
             arguments += ["--shots", BuiltProducts.packageRoot.appendingPathComponent("docs/images").path]
         }
         if ProcessInfo.processInfo.environment["TIDINGS_WEB_BENCH"] != nil { arguments.append("--bench") }
-        // On a thread of its own: the script runs for many seconds (see offThePool).
-        let (python, scriptArguments) = (Self.browserPython!, arguments)
-        let (status, output) = try await offThePool { try runTool(python, scriptArguments) }
+        // runTool waits on a thread of its own: the script runs for many seconds.
+        let (status, output) = try await runTool(Self.browserPython!, arguments)
         let lines = output.split(separator: "\n").map(String.init)
         let checks = lines.filter { $0.hasPrefix("ok ") || $0.hasPrefix("FAIL ") }
         for line in checks where line.hasPrefix("FAIL ") { Issue.record(Comment(rawValue: line)) }

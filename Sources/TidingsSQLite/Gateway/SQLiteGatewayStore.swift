@@ -78,9 +78,24 @@ public final class SQLiteGatewayStore: GatewayStore {
     }
 
     deinit {
+        close()
+    }
+
+    private let closed = Mutex(false)
+
+    /// Stops the checkpointer (its thread and connection) and closes the database's
+    /// connections. The gateway calls it when it stops; afterwards every call fails. Calling it
+    /// again does nothing.
+    public func close() {
+        let first = closed.withLock { c in defer { c = true }; return !c }
+        guard first else { return }
         try? pool.writeWithoutTransaction { db in checkpointer.uninstall(from: db) }
         checkpointer.stop()
+        try? pool.close()
     }
+
+    /// Whether the WAL checkpointer's thread still runs (until `close()`).
+    public var checkpointerIsRunning: Bool { checkpointer.isRunning }
 
     /// Whether the writer's WAL writes go through `WALWriteBuffer` (few `pwrite`s per commit).
     public let walWritesBuffered: Bool

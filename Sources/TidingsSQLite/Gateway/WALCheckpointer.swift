@@ -21,6 +21,7 @@ final class WALCheckpointer: Sendable {
         var stopping = false
         var background = 0
         var writer = 0
+        var finished = false
     }
 
     let checkpointPages: CInt
@@ -51,6 +52,9 @@ final class WALCheckpointer: Sendable {
         thread.name = "tidings-sqlite-checkpoint"
         thread.start()
     }
+
+    /// Whether the background thread still runs (until `stop()` has returned).
+    var isRunning: Bool { state.withLock { !$0.finished } }
 
     /// How many checkpoints ran in the background and on the writer (at the limit).
     var counts: (background: Int, writer: Int) { state.withLock { ($0.background, $0.writer) } }
@@ -112,6 +116,7 @@ final class WALCheckpointer: Sendable {
             }
         }
         sqlite3_close(connection)
+        state.withLock { $0.finished = true }
         finished.signal()
     }
 }

@@ -81,6 +81,11 @@ public protocol GatewayStore: Sendable {
     /// never pruned: they leave only by delivery or expiration.
     @discardableResult
     func prunePushes(finishedBefore cutoff: EpochMilliseconds, limit: Int) throws(GatewayStoreError) -> Int
+
+    // MARK: Lifetime
+    /// Releases what the store holds (connections, threads); every call afterwards may fail.
+    /// A gateway closes the store it opened when it stops (not a `.custom` one: its owner does).
+    func close()
 }
 
 /// A delivery event as a device reported it (`recordEvents`): the stage, the push's apns-id and,
@@ -88,6 +93,9 @@ public protocol GatewayStore: Sendable {
 public typealias DeviceEventReport = (event: DeliveryEvent, apnsID: String, sequence: Int64?)
 
 extension GatewayStore {
+    /// Nothing to release (an in-memory store).
+    public func close() {}
+
     /// One `recordEvent` per event (a backend with transactions records them in one).
     public func recordEvents(_ events: [DeviceEventReport], deviceID: String, at: EpochMilliseconds) throws(GatewayStoreError) {
         for e in events { try recordEvent(e.event, apnsID: e.apnsID, deviceID: deviceID, at: at) }
