@@ -30,9 +30,9 @@ struct ServerOptionsTests {
     }
 
     @Test("every option both commands take has one help text; a bad --log-level or --commit-batch is refused alike, non-zero")
-    func sharedOptionsAreOne() throws {
+    func sharedOptionsAreOne() async throws {
         guard requireTool(FileManager.default.isExecutableFile(atPath: BuiltProducts.tidings), "the tidings executable") else { return }
-        let gatewayHelp = try runTidings(["gateway", "--help"]), serveHelp = try runTidings(["serve", "--help"])
+        let gatewayHelp = try await runTidings(["gateway", "--help"]), serveHelp = try await runTidings(["serve", "--help"])
         #expect(gatewayHelp.status == 0 && serveHelp.status == 0)
         let gateway = Self.helpEntries(gatewayHelp.output), serve = Self.helpEntries(serveHelp.output)
         let shared = Set(gateway.keys).intersection(serve.keys).subtracting(["-h,"])
@@ -46,7 +46,7 @@ struct ServerOptionsTests {
         // Nothing may listen on a fixed port should a value be taken after all.
         let safe = ["--data-dir", dir, "--listen", "127.0.0.1:0", "--device-listen", "127.0.0.1:0", "--admin-listen", "off"]
         for bad in [["--log-level", "loud"], ["--commit-batch", "0"]] {
-            let byGateway = try runTidings(["gateway"] + safe + bad), byServe = try runTidings(["serve", "--consent", "deny", "--no-web"] + safe + bad)
+            let byGateway = try await runTidings(["gateway"] + safe + bad), byServe = try await runTidings(["serve", "--consent", "deny", "--no-web"] + safe + bad)
             #expect(byGateway.status != 0 && byServe.status != 0, "\(byGateway.output)\n\(byServe.output)")
             #expect(byGateway.output.contains(bad[0]), "\(byGateway.output)")
             #expect(Self.refusal(byGateway.output) == Self.refusal(byServe.output), "\(byGateway.output)\n—\n\(byServe.output)")
