@@ -143,7 +143,7 @@ final class CountingInbox: RemoteInboxStore {
         try await base.markProcessed(pushes)
     }
     func latestPush(bundle: String, identifier: String) async throws -> (apnsID: String, sequence: Int64)? { try await base.latestPush(bundle: bundle, identifier: identifier) }
-    func prune(before date: Date) async throws { try await base.prune(before: date) }
+    func prune(before date: Date, limit: Int) async throws -> Int { try await base.prune(before: date, limit: limit) }
     func count() async throws -> Int { try await base.count() }
     func addPendingEvents(_ events: [PendingDeliveryEvent]) async throws { try await base.addPendingEvents(events) }
     func pendingEvents(limit: Int) async throws -> [PendingDeliveryEvent] { try await base.pendingEvents(limit: limit) }

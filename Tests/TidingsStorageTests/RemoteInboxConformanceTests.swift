@@ -100,10 +100,28 @@ struct RemoteInboxConformanceTests {
         _ = try await inbox.receive([push(1), push(2)], at: t0)
         _ = try await inbox.receive([push(3)], at: t0.addingTimeInterval(100))
         try await inbox.markProcessed([push(1), push(3)])
-        try await inbox.prune(before: t0.addingTimeInterval(50))
+        #expect(try await inbox.prune(before: t0.addingTimeInterval(50), limit: 10) == 1)
         #expect(try await inbox.count() == 2, "the old processed one goes; the old unprocessed and the recent processed stay")
         #expect(try await inbox.unprocessed().map(\.sequence) == [2])
         #expect(try await inbox.receive([push(1)], at: t0.addingTimeInterval(200)) == [true], "forgotten: it would be new again")
+    }
+
+    /// Pruning deletes at most `limit` per call, oldest received first, and says how many: the
+    /// link repeats it in batches so receipt never waits behind a month of deletions.
+    @Test(arguments: RemoteInboxBackend.allCases)
+    func pruningTakesAtMostTheLimitOldestFirst(_ backend: RemoteInboxBackend) async throws {
+        let inbox = try backend.make()
+        for n in Int64(1)...5 { _ = try await inbox.receive([push(n)], at: t0.addingTimeInterval(Double(n))) }
+        try await inbox.markProcessed((1...5).map { push($0) })
+        let cutoff = t0.addingTimeInterval(100)
+        #expect(try await inbox.prune(before: cutoff, limit: 2) == 2)
+        #expect(try await inbox.count() == 3)
+        #expect(try await inbox.receive([push(1), push(2), push(3)], at: cutoff) == [true, true, false], "the two oldest went")
+        #expect(try await inbox.prune(before: cutoff, limit: 2) == 2)
+        #expect(try await inbox.prune(before: cutoff, limit: 2) == 1)
+        #expect(try await inbox.prune(before: cutoff, limit: 2) == 0, "the rest is unprocessed (received again)")
+        #expect(try await inbox.count() == 2)
+        #expect(try await inbox.prune(before: cutoff, limit: 0) == 0)
     }
 
     @Test(arguments: RemoteInboxBackend.allCases)

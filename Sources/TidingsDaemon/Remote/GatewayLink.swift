@@ -96,7 +96,6 @@ public actor GatewayLink: RemoteNotificationLink {
     /// Apps that got pushes while they had no worker: `processLoop` starts one for each.
     private let workers: AsyncStream<String>.Continuation
     private let workerStream: AsyncStream<String>
-    private var nextPrune = Date.distantPast
     /// Per app, the pushes received (durable in the inbox) that its worker has still to hand
     /// to the engine, in the order received; `recovering`: left unprocessed by a previous run.
     private var appQueues: [String: Deque<(push: RemotePush, recovering: Bool)>] = [:]
@@ -131,11 +130,11 @@ public actor GatewayLink: RemoteNotificationLink {
     /// Runs until cancelled: hands the engine what was received but not processed before a
     /// crash, then everything that arrives, while it connects and reconnects.
     public func run() async {
-        await pruneIfDue()
         await withDiscardingTaskGroup { group in
             group.addTask { await self.processLoop() }
             group.addTask { await self.recover() }
             group.addTask { await self.connectLoop() }
+            group.addTask { await self.pruneLoop() }
         }
         if case .connected(let connection) = phase { await connection.close() }
     }
@@ -298,7 +297,6 @@ public actor GatewayLink: RemoteNotificationLink {
                 }
                 connection.acknowledge(burst)
                 enqueue(zip(pushes, inserted).compactMap { $1 ? $0 : nil }, recovering: false)
-                await pruneIfDue()
             }
         } catch {
             logger.debug("device channel ended", metadata: ["error": "\(error)"])
@@ -320,14 +318,23 @@ public actor GatewayLink: RemoteNotificationLink {
         }
     }
 
+    /// Processed pushes deleted per inbox write when pruning: receipt's writes wait for at
+    /// most one such batch, never for a month of deletions.
+    static let pruneBatch = 1_000
+
     /// Deletes processed pushes older than 31 days (the gateway keeps a push at most 30, so
-    /// it never sends one again after that), at start and then at most once an hour.
-    private func pruneIfDue() async {
-        let now = clock.now
-        guard now >= nextPrune else { return }
-        nextPrune = now.addingTimeInterval(3600)
-        do { try await inbox.prune(before: now.addingTimeInterval(-RemoteInboxDefaults.processedRetention)) } catch {
-            logger.warning("could not prune the push inbox", metadata: ["error": "\(error)"])
+    /// it never sends one again after that), at start and then once an hour of the link's
+    /// clock, in batches of `pruneBatch` — in a task of its own, beside receipt.
+    private func pruneLoop() async {
+        while !Task.isCancelled {
+            let now = clock.now
+            let cutoff = now.addingTimeInterval(-RemoteInboxDefaults.processedRetention)
+            do {
+                while try await inbox.prune(before: cutoff, limit: Self.pruneBatch) == Self.pruneBatch, !Task.isCancelled {}
+            } catch {
+                logger.warning("could not prune the push inbox", metadata: ["error": "\(error)"])
+            }
+            do { try await clock.sleep(until: now.addingTimeInterval(3600)) } catch { return }
         }
     }
 

@@ -122,10 +122,15 @@ public final class SQLiteRemoteInbox: RemoteInboxStore {
         }
     }
 
-    public func prune(before date: Date) async throws {
+    public func prune(before date: Date, limit: Int) async throws -> Int {
         let cutoff = Self.milliseconds(date)
-        try await queue.write { db in
-            try db.execute(sql: "DELETE FROM push WHERE processed = 1 AND received_at < ?", arguments: [cutoff])
+        return try await queue.write { db in
+            // Oldest first through the (processed, received_at) index.
+            try db.execute(sql: """
+                DELETE FROM push WHERE rowid IN (
+                    SELECT rowid FROM push WHERE processed = 1 AND received_at < ? ORDER BY received_at LIMIT ?)
+                """, arguments: [cutoff, max(0, limit)])
+            return db.changesCount
         }
     }
 

@@ -43,7 +43,9 @@ public protocol RemoteInboxStore: Sendable {
     /// The apns-id and sequence of the latest push received that became this request identifier.
     func latestPush(bundle: String, identifier: String) async throws -> (apnsID: String, sequence: Int64)?
     /// Forgets processed pushes received before `date` (they can no longer come again).
-    func prune(before date: Date) async throws
+    /// At most `limit` of them, oldest first, in one write; returns how many (callers repeat
+    /// while it returns `limit`, so receipt is never held behind a month of deletions).
+    func prune(before date: Date, limit: Int) async throws -> Int
     /// How many pushes the inbox holds, processed or not.
     func count() async throws -> Int
 
@@ -174,10 +176,16 @@ public final class InMemoryRemoteInbox: RemoteInboxStore {
         }
     }
 
-    public func prune(before date: Date) async throws {
+    public func prune(before date: Date, limit: Int) async throws -> Int {
         state.withLock { s in
-            s.entries.removeAll { $0.processed && $0.receivedAt < date }
+            var removed = 0
+            s.entries.removeAll { entry in
+                guard removed < limit, entry.processed, entry.receivedAt < date else { return false }
+                removed += 1
+                return true
+            }
             s.reindex()
+            return removed
         }
     }
 
