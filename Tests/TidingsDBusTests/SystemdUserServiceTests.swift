@@ -239,6 +239,13 @@ struct SystemdUserServiceTests {
         let install = try await manager.run([tidings, "install", "--user"])
         #expect(install.status == 0, "\(install.output)")
         #expect(FileManager.default.fileExists(atPath: manager.home + "/.config/systemd/user/tidings.service"))
+        // The daemon's output into a file of the test's (there is no journal here), for the
+        // failure messages below: a drop-in beside the installed unit, which stays as shipped.
+        let daemonLog = manager.home + "/daemon.log"
+        let dropIn = manager.home + "/.config/systemd/user/tidings.service.d"
+        try FileManager.default.createDirectory(atPath: dropIn, withIntermediateDirectories: true)
+        try "[Service]\nStandardOutput=append:\(daemonLog)\nStandardError=append:\(daemonLog)\n".write(toFile: dropIn + "/test-log.conf", atomically: true, encoding: .utf8)
+        func daemonOutput() -> String { (try? String(contentsOfFile: daemonLog, encoding: .utf8)).map { String($0.suffix(4000)) } ?? "(no daemon output)" }
         #expect(try await manager.systemctl("daemon-reload").status == 0)
         let enable = try await manager.systemctl("enable", "--now", "tidings.service")
         #expect(enable.status == 0, "\(enable.output)")
@@ -303,9 +310,10 @@ struct SystemdUserServiceTests {
         // systemctl --user stop: SIGTERM, the daemon's graceful shutdown.
         let stop = try await manager.systemctl("stop", "tidings.service")
         #expect(stop.status == 0, "\(stop.output)")
-        #expect(await manager.property("ActiveState") == "inactive")
-        #expect(await manager.property("Result") == "success")
-        #expect(await manager.property("ExecMainStatus") == "0")
+        #expect(await manager.property("ActiveState") == "inactive", "\(daemonOutput())")
+        #expect(await manager.property("Result") == "success", "\(daemonOutput())")
+        #expect(await manager.property("ExecMainStatus") == "0", "\(daemonOutput())")
+        #expect(daemonOutput().contains("tidings"), "the daemon's output reaches the drop-in's file")
         #expect(!FileManager.default.fileExists(atPath: manager.socket), "the socket is gone")
         #expect((try await manager.run([tidings, "notifications", "list"])).status != 0, "nobody answers")
 
