@@ -207,21 +207,25 @@ public final class Gateway: Service, Sendable {
                 threadPool.submit { state in if state == .active { leases.renew() } }
             }
         }
-        defer {
+        defer { leases?.coordination.stopListening() }
+        // Cancelled while the event loops still run: cancelling a repeated task schedules on its
+        // loop, and after the group's shutdown NIO refuses that ("Cannot schedule tasks on an
+        // EventLoop that has already shut down", a crash in its strict mode).
+        func cancelRepeatedTasks() {
+            maintenance.cancel()
             refresh.cancel()
             renewal?.cancel()
-            leases?.coordination.stopListening()
         }
         do {
             try await start()
         } catch {
-            maintenance.cancel()
+            cancelRepeatedTasks()
             fail(error)
             await stopEverything()
             throw error
         }
         try? await gracefulShutdown()
-        maintenance.cancel()
+        cancelRepeatedTasks()
         await drainAndStop()
     }
 
