@@ -249,9 +249,16 @@ public final class PostgresGatewayStore: GatewayStore {
 
     private static func migrate(pool: PostgresConnectionPool, partitionSize: Int64, logger: Logger) throws(GatewayStoreError) {
         try run(pool) { c in
-            _ = try c.query("""
-                CREATE TABLE IF NOT EXISTS gw_schema_migrations (name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())
-                """, logger: logger).wait()
+            // Under the migration lock too: two nodes creating the table at once without it can
+            // both pass IF NOT EXISTS and one fails on PostgreSQL's catalog ("duplicate key value
+            // violates unique constraint pg_type_typname_nsp_index"; seen once in
+            // PostgresGatewayStoreTests.twoStoresShareOneDatabase).
+            _ = try c.query(PostgresQuery(unsafeSQL: """
+                DO $create$ BEGIN
+                    PERFORM pg_advisory_xact_lock(\(lockSpace), \(migrationLock));
+                    CREATE TABLE IF NOT EXISTS gw_schema_migrations (name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now());
+                END $create$
+                """), logger: logger).wait()
             for migration in migrations {
                 let body = migration.sql
                     .replacingOccurrences(of: "{partition_size}", with: "\(partitionSize)")
