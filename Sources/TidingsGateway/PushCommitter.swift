@@ -106,25 +106,23 @@ final class PushCommitter: Sendable {
         finished.wait()
     }
 
+    /// At most `limit` elements from the front of `queue`, removed from it (all of them
+    /// without copying when they fit; the queue keeps its capacity).
+    private static func take<Element>(upTo limit: Int, from queue: inout [Element]) -> [Element] {
+        guard queue.count > limit else {
+            defer { queue.removeAll(keepingCapacity: true) }
+            return queue
+        }
+        defer { queue.removeFirst(limit) }
+        return Array(queue.prefix(limit))
+    }
+
     private func run() {
         while true {
             let limit = maximumBatch
             let (requests, acks, exit): ([Request], [Int64], Bool) = state.withLock { s in
-                let r: [Request], a: [Int64]
-                if s.requests.count <= limit.pushes {
-                    r = s.requests
-                    s.requests.removeAll(keepingCapacity: true)
-                } else {
-                    r = Array(s.requests.prefix(limit.pushes))
-                    s.requests.removeFirst(limit.pushes)
-                }
-                if s.acks.count <= limit.acknowledgements {
-                    a = s.acks
-                    s.acks.removeAll(keepingCapacity: true)
-                } else {
-                    a = Array(s.acks.prefix(limit.acknowledgements))
-                    s.acks.removeFirst(limit.acknowledgements)
-                }
+                let r = Self.take(upTo: limit.pushes, from: &s.requests)
+                let a = Self.take(upTo: limit.acknowledgements, from: &s.acks)
                 if r.isEmpty && a.isEmpty {
                     if s.stopping { s.stopped = true; return ([], [], true) }
                     s.writerIdle = true
