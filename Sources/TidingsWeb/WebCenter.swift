@@ -150,7 +150,12 @@ public final class WebCenter: Service {
                 for continuation in waiting { continuation.resume(returning: Self.url(access: access, host: configuration.host)) }
             },
             logger: configuration.logger)
-        try await app.runService()
+        // `run()`, not `runService()`: the latter installs its own SIGTERM/SIGINT handlers, so on
+        // a signal the center returned by itself while the daemon's service group (which owns
+        // the signals) was still running — "A service has finished unexpectedly", exit 1 after a
+        // clean stop, about one `tidings daemon` stop in ten. Run here, the server shuts down
+        // with the enclosing group's graceful shutdown (or on cancellation).
+        try await app.run()
     }
 
     static func portIsFree(host: String, port: Int) -> Bool {
