@@ -400,6 +400,8 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
         let now = core.clock.nowMilliseconds()
         let events = batch.map(\.report)
         let ids = batch.compactMap(\.requestID)
+        let presented = events.count { $0.event == .presented }
+        let metrics = core.metrics
         let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
         let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
         core.registry(for: context.channel) {
@@ -409,6 +411,7 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
             var frames: [UInt8] = []
             switch result {
             case .success:
+                metrics.recordEvents(presented: presented, answered: events.count - presented)
                 for id in ids { DeviceMessage.eventRecorded(requestID: id).appendFrame(to: &frames) }
             case .failure(is GatewayCore.RegistryBusy):
                 for id in ids {

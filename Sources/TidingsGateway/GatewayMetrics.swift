@@ -13,6 +13,8 @@ final class GatewayMetrics: Sendable {
     private let commits: CoreMetrics.Counter
     private let commitBatch: CoreMetrics.Recorder
     private let commitDuration: CoreMetrics.Timer
+    private let presentedEvents: CoreMetrics.Counter
+    private let answeredEvents: CoreMetrics.Counter
     let connectedDevices: CoreMetrics.Gauge
     let providerConnections: CoreMetrics.Meter
 
@@ -25,6 +27,8 @@ final class GatewayMetrics: Sendable {
         commits = CoreMetrics.Counter(label: "tidings_gateway_commits_total", factory: factory)
         commitBatch = CoreMetrics.Recorder(label: "tidings_gateway_commit_batch_size", factory: factory)
         commitDuration = CoreMetrics.Timer(label: "tidings_gateway_commit_duration_seconds", factory: factory)
+        presentedEvents = CoreMetrics.Counter(label: "tidings_gateway_delivery_events_total", dimensions: [("event", "presented")], factory: factory)
+        answeredEvents = CoreMetrics.Counter(label: "tidings_gateway_delivery_events_total", dimensions: [("event", "answered")], factory: factory)
         connectedDevices = CoreMetrics.Gauge(label: "tidings_gateway_connected_devices", factory: factory)
         providerConnections = CoreMetrics.Meter(label: "tidings_gateway_provider_connections", factory: factory)
     }
@@ -54,6 +58,13 @@ final class GatewayMetrics: Sendable {
         commitBatch.record(pushes + acks)
         commitDuration.recordNanoseconds(Int64(duration.components.seconds) * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000)
         if acks > 0 { delivered.increment(by: acks) }
+    }
+
+    /// Delivery events a device reported and the store recorded (one transaction): pushes the
+    /// device presented, and those the person answered.
+    func recordEvents(presented: Int, answered: Int) {
+        if presented > 0 { presentedEvents.increment(by: presented) }
+        if answered > 0 { answeredEvents.increment(by: answered) }
     }
 
     /// The Prometheus text exposition.

@@ -195,6 +195,12 @@ struct StoreAndForwardTests {
         let (metricsCode, metrics) = try await httpGet(port: port, path: "/metrics")
         #expect(metricsCode == 200)
         #expect(metrics.contains("tidings_gateway_pushes_accepted_total 1"))
+        #expect(!metrics.contains("tidings_gateway_delivery_events_total{event=\"presented\"} 1"))
+        // A presented event, once recorded, is counted (the benchmarks wait on this count).
+        #expect(try await device.record(.presented, apnsID: r.apnsID!))
+        let after = try await httpGet(port: port, path: "/metrics").1
+        #expect(after.contains("tidings_gateway_delivery_events_total{event=\"presented\"} 1"), "\(after)")
+        #expect(after.contains("tidings_gateway_delivery_events_total{event=\"answered\"} 0"), "\(after)")
         #expect(try await httpGet(port: port, path: "/status/nope").0 == 404)
         await c.close()
         await device.close()
