@@ -123,9 +123,12 @@ final class CountingInbox: RemoteInboxStore {
     private let base: any RemoteInboxStore
     private let state = Mutex(Counts())
     private let beforeMark: @Sendable () async -> Void
-    init(_ base: any RemoteInboxStore, beforeMark: @escaping @Sendable () async -> Void = {}) {
+    private let beforeEventRead: @Sendable () async -> Void
+    init(_ base: any RemoteInboxStore, beforeMark: @escaping @Sendable () async -> Void = {},
+         beforeEventRead: @escaping @Sendable () async -> Void = {}) {
         self.base = base
         self.beforeMark = beforeMark
+        self.beforeEventRead = beforeEventRead
     }
     var counts: Counts { state.withLock { $0 } }
 
@@ -146,7 +149,10 @@ final class CountingInbox: RemoteInboxStore {
     func prune(before date: Date, limit: Int) async throws -> Int { try await base.prune(before: date, limit: limit) }
     func count() async throws -> Int { try await base.count() }
     func addPendingEvents(_ events: [PendingDeliveryEvent]) async throws { try await base.addPendingEvents(events) }
-    func pendingEvents(limit: Int) async throws -> [PendingDeliveryEvent] { try await base.pendingEvents(limit: limit) }
+    func pendingEvents(limit: Int) async throws -> [PendingDeliveryEvent] {
+        await beforeEventRead()
+        return try await base.pendingEvents(limit: limit)
+    }
     func clearEvents(_ events: [PendingDeliveryEvent]) async throws { try await base.clearEvents(events) }
     func addRemoval(_ bundle: String) async throws { try await base.addRemoval(bundle) }
     func removals() async throws -> [String] { try await base.removals() }

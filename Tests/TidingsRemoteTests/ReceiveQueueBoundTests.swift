@@ -58,6 +58,33 @@ struct ReceiveQueueBoundTests {
         withExtendedLifetime(app) {}
     }
 
+    /// Presented events the gateway has not confirmed bound receipt as well: the inbox keeps at
+    /// most `maximumPendingEvents` (here 10) and drops the oldest past it, so a device that
+    /// presented faster than its events reached the gateway lost events (a 100,000 backlog lost
+    /// 44 % of its `presented` records). With the event sender held, the link takes 10 pushes,
+    /// shows them and waits; the other 30 stay at the gateway. Released, all 40 are shown once,
+    /// in order, and the gateway has every one's `presented` event.
+    @Test @MainActor func unconfirmedEventsBoundReceiptAndNoneIsDropped() async throws {
+        let h = try await RemoteHarness.start()
+        defer { Task { await h.stop() } }
+        let (app, token) = try await h.offlineApp()
+        let ids = RemoteHarness.apnsIDs(0xd100, 40)
+        for id in ids { #expect(try await h.push(token: token, body: #"{"aps":{"alert":"hi"}}"#, apnsID: id).status == 200) }
+        let gate = MarkGate()
+        let inbox = CountingInbox(InMemoryRemoteInbox(maximumPendingEvents: 10), beforeEventRead: gate.wait)
+        let link = try await h.startLink(inbox: inbox) { $0.maximumUnconfirmedEvents = 10 }
+        #expect(await eventually { await link.isWaitingForRoom && h.system.presenter.presentedIdentifiers.count == 10 })
+        #expect(inbox.counts.receivedPushes == 10, "taken up to the events' bound, not past it")
+        #expect(try await h.status(ids[10]).first?.deliveredAt == nil, "the rest wait at the gateway")
+        gate.open()
+        #expect(await eventually { h.system.presenter.presentedIdentifiers.count == ids.count })
+        #expect(h.system.presenter.presentedIdentifiers == ids, "every push once, in the order sent")
+        for id in ids {
+            #expect(await eventually { (try? await h.status(id).first?.presentedAt) != nil }, "\(id): its presented event reached the gateway")
+        }
+        withExtendedLifetime(app) {}
+    }
+
     /// A restart with 30 pushes left unprocessed (acknowledged before a crash) and a bound of 5:
     /// the inbox is read back in pages as the queue has room, never all at once; all 30 are
     /// shown once, in order.

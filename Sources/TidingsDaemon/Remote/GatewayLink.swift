@@ -48,6 +48,14 @@ public struct GatewayLinkConfiguration: Sendable {
     /// larger than the byte bound is taken alone, when nothing else is queued.
     public var maximumQueuedPushes: Int = 10_000
     public var maximumQueuedPayloadBytes: Int = 16 << 20
+    /// Delivery events the gateway has still to confirm, plus pushes queued for a hand-off (each
+    /// becomes a `presented` event), at most: past it receipt takes nothing more until the
+    /// gateway has confirmed events. The inbox keeps at most
+    /// `RemoteInboxDefaults.maximumPendingEvents` (10,000) and drops the oldest past it, so
+    /// without this a device that presents faster than its events reach the gateway (a
+    /// backlog of 100,000 after a reconnect) lost presented events — 44 % of them, measured.
+    /// The rest of that bound is room for `answered` events.
+    public var maximumUnconfirmedEvents: Int = 8_000
 
     public init(host: String, port: Int, trustRootPaths: [String]) {
         self.init(addresses: [GatewayAddress(host: host, port: port)], trustRootPaths: trustRootPaths)
@@ -90,9 +98,14 @@ public actor GatewayLink: RemoteNotificationLink {
     /// Delivery events are kept in the inbox until the gateway confirms them durable, and sent
     /// again on every connection until then. One sender at a time (`sendingEvents`).
     private var sendingEvents = false
-    /// Events sent at once before waiting for their confirmations (under the gateway's
-    /// `deviceMaximumPendingEvents`).
-    static let eventWindow = 256
+    /// Events this run kept for the gateway and has not seen confirmed (bounds receipt with
+    /// `maximumUnconfirmedEvents`); back to 0 when the inbox holds none.
+    private var unconfirmedEvents = 0
+    /// Events sent at once before waiting for their confirmations: the gateway's default
+    /// `deviceMaximumPendingEvents` (one window is one of its transactions). With 256, a
+    /// 100,000 backlog presented at 4,000 pushes/s, paced by its events (load ≈ 7); with
+    /// 1,024, 7,800/s (docs/benchmarks.md, "Remote, in processes").
+    static let eventWindow = 1_024
     /// Apps that got pushes while they had no worker: `processLoop` starts one for each.
     private let workers: AsyncStream<String>.Continuation
     private let workerStream: AsyncStream<String>
@@ -175,12 +188,18 @@ public actor GatewayLink: RemoteNotificationLink {
 
     /// Waits until the queue has room (true) or the task is cancelled (false).
     private func waitForRoom() async -> Bool {
-        while queued.pushes >= configuration.maximumQueuedPushes || queued.payloadBytes >= configuration.maximumQueuedPayloadBytes {
+        while queued.pushes >= configuration.maximumQueuedPushes || queued.payloadBytes >= configuration.maximumQueuedPayloadBytes
+                || eventRoom <= 0 {
             if Task.isCancelled { return false }
+            if eventRoom <= 0 { sendPendingEvents() }
             await waitForChange()
         }
         return !Task.isCancelled
     }
+
+    /// Pushes receipt may still take before their `presented` events, with those unconfirmed
+    /// and those of the queued pushes, pass `maximumUnconfirmedEvents`.
+    private var eventRoom: Int { configuration.maximumUnconfirmedEvents - unconfirmedEvents - queued.pushes }
 
     /// Returns when a hand-off has finished or recovery has ended (or the task is cancelled).
     private func waitForChange() async {
@@ -267,7 +286,7 @@ public actor GatewayLink: RemoteNotificationLink {
                 isWaitingForRoom = false
                 guard room else { break }
                 guard let burst = try await connection.pushes.take(
-                    maximumPushes: configuration.maximumQueuedPushes - queued.pushes,
+                    maximumPushes: min(configuration.maximumQueuedPushes - queued.pushes, eventRoom),
                     maximumPayloadBytes: configuration.maximumQueuedPayloadBytes - queued.payloadBytes,
                     firstAlways: queued.pushes == 0) else { break }
                 if burst.isEmpty {
@@ -454,7 +473,10 @@ public actor GatewayLink: RemoteNotificationLink {
     /// recording an event twice at the gateway changes nothing.
     private func report(_ events: [PendingDeliveryEvent]) async {
         guard !events.isEmpty else { return }
-        do { try await inbox.addPendingEvents(events) } catch {
+        do {
+            try await inbox.addPendingEvents(events)
+            unconfirmedEvents += events.count
+        } catch {
             logger.warning("could not keep delivery events", metadata: ["events": "\(events.count)", "error": "\(error)"])
             if case .connected(let connection) = phase {
                 for e in events { connection.report(DeviceDeliveryEvent(rawValue: e.event), apnsID: e.apnsID, sequence: e.sequence) }
@@ -478,7 +500,12 @@ public actor GatewayLink: RemoteNotificationLink {
     private func sendEvents(on connection: DeviceConnection) async {
         defer { sendingEvents = false }
         while case .connected(let current) = phase, current === connection {
-            guard let window = try? await inbox.pendingEvents(limit: Self.eventWindow), !window.isEmpty else { return }
+            guard let window = try? await inbox.pendingEvents(limit: Self.eventWindow) else { return }
+            guard !window.isEmpty else {
+                unconfirmedEvents = 0
+                wakeWaiters()
+                return
+            }
             let done = await withTaskGroup(of: PendingDeliveryEvent?.self) { group in
                 for e in window {
                     group.addTask {
@@ -496,6 +523,8 @@ public actor GatewayLink: RemoteNotificationLink {
                 logger.warning("could not forget confirmed delivery events", metadata: ["error": "\(error)"])
                 return
             }
+            unconfirmedEvents = max(0, unconfirmedEvents - done.count)
+            wakeWaiters()
             if done.count < window.count {
                 // Refused (an error reply) or the connection failed: again after the interval
                 // if still connected (a new connection sends them at once, `connected`).
