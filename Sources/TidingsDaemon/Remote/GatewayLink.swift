@@ -399,8 +399,10 @@ public actor GatewayLink: RemoteNotificationLink {
                 try await inbox.markProcessed(batch)
             } catch {
                 // Not shown again in this run (nothing reads the inbox back while it runs);
-                // after a restart the delivered-list check keeps them from showing twice.
-                logger.error("could not mark pushes processed", metadata: ["error": "\(error)", "pushes": "\(batch.count)"])
+                // after a restart the delivered-list check keeps them from showing twice —
+                // the normal case at a stop (the write is cancelled), so not an error then.
+                logger.log(level: error is CancellationError ? .debug : .error, "could not mark pushes processed",
+                           metadata: ["error": "\(error)", "pushes": "\(batch.count)"])
             }
             queued.pushes -= batch.count
             queued.payloadBytes -= batch.reduce(0) { $0 + $1.payload.count }
