@@ -11,6 +11,9 @@ import UserNotifications
 //   the rate and the accept → receipt latency percentiles (the gateway's acceptedAt vs this
 //   machine's clock: same machine, same clock). KEYFILE: the device key (PEM), made there if
 //   missing, so that a later run is the same device (and gets what was stored for it).
+// gateway-bench token HOST PORT CERT TOPIC KEYFILE
+//   Prints "TOKEN <hex>": the device token for TOPIC of the device whose key is KEYFILE (PEM,
+//   made there if missing), e.g. `<daemon data dir>/device-key.pem` before that daemon starts.
 // gateway-bench idle HOST PORT CERT CONNECTIONS SOURCES
 //   Opens CONNECTIONS device connections from the comma-separated SOURCES addresses and holds
 //   them; prints "CONNECTED n" and waits for stdin to close.
@@ -54,17 +57,24 @@ nonisolated func receive(_ count: Int, from connection: DeviceConnection) async 
 let args = CommandLine.arguments
 guard args.count >= 2 else { fatalError("usage: gateway-bench device|idle …") }
 
+/// The device key in `path` (PEM), made and written there if the file is missing.
+func deviceKey(_ path: String) throws -> P256.Signing.PrivateKey {
+    if let pem = try? String(contentsOfFile: path, encoding: .utf8) { return try P256.Signing.PrivateKey(pemRepresentation: pem) }
+    let key = P256.Signing.PrivateKey()
+    try key.pemRepresentation.write(toFile: path, atomically: true, encoding: .utf8)
+    return key
+}
+
 switch args[1] {
+case "token":
+    let (host, port, cert, topic) = (args[2], Int(args[3])!, args[4], args[5])
+    let connection = try await DeviceConnection.connect(DeviceClientConfiguration(host: host, port: port, deviceKey: try deviceKey(args[6]), trustRootPaths: [cert]))
+    print("TOKEN \(try await connection.requestToken(topic: topic, environment: .development).hex)")
+    await connection.close()
+
 case "device":
     let (host, port, cert, topic, count) = (args[2], Int(args[3])!, args[4], args[5], Int(args[6])!)
-    var key = P256.Signing.PrivateKey()
-    if args.count > 7 {
-        if let pem = try? String(contentsOfFile: args[7], encoding: .utf8) {
-            key = try P256.Signing.PrivateKey(pemRepresentation: pem)
-        } else {
-            try key.pemRepresentation.write(toFile: args[7], atomically: true, encoding: .utf8)
-        }
-    }
+    let key = args.count > 7 ? try deviceKey(args[7]) : P256.Signing.PrivateKey()
     let connection = try await DeviceConnection.connect(DeviceClientConfiguration(host: host, port: port, deviceKey: key, trustRootPaths: [cert]))
     // BENCH_ENVIRONMENT=production: a production token (the gateway then sends no apns-unique-id).
     let environment: APNsEnvironment = ProcessInfo.processInfo.environment["BENCH_ENVIRONMENT"] == "production" ? .production : .development

@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# Issue 16's path with each part in its own process, as users run it: `tidings gateway`,
+# `tidings daemon --gateway …` (its inbox, engine, delivered list and web center; no terminal
+# or desktop presenter), and h2load as the provider (one TLS connection, 64 streams in flight).
+# RemoteBenchmark runs the provider client, the gateway and the daemon in one process; here the
+# daemon's CPU is its own (/proc/PID/stat) and the provider costs what a C client costs.
+#
+#   Benchmarks/remote-processes.sh [PUSHES] [BACKLOG] [ROUNDS]
+#
+#   PUSHES   pushes per load phase (default 20000)
+#   BACKLOG  pushes stored while the daemon is stopped, then presented after it starts
+#            (default 100000; 0 skips the phase)
+#   ROUNDS   load phases, each a reference round then a daemon round (default 3)
+#
+# Phases, each printed as one line with the load average:
+#   one at a time  300 pushes, h2load -c 1 -m 1, to the daemon's token
+#   reference      PUSHES to a second device that only acknowledges (gateway-bench device):
+#                  the gateway and h2load without a daemon, the same minute
+#   daemon         PUSHES to the daemon's token, h2load -c 1 -m 64
+#   backlog        the daemon stopped (SIGTERM), BACKLOG pushes stored, the daemon started
+# "Presented" is the gateway's record of the daemon's `presented` event (a push shown, then the
+# event sent back and committed in gateway.sqlite): provider → presented is, per push,
+# `presented_at - accepted_at` in gateway.sqlite (milliseconds, the gateway's clock), and the
+# rate is pushes / (last presented_at - first accepted_at). The script waits on
+# tidings_gateway_delivery_events_total{event="presented"} at the admin endpoint.
+# CPU per push: /proc/PID/stat utime + stime (10 ms ticks) over the phase, for the daemon and
+# for the gateway. Binaries: TIDINGS / DEVICE (gateway-bench), else built in release into
+# .build-bench (as Benchmarks/soak.sh). Ports (127.0.0.1 only): REMOTE_PORT (provider),
+# REMOTE_PORT-1 (device channel), REMOTE_PORT+1 (admin). Every process started here is
+# stopped by its PID.
+set -euo pipefail
+PUSHES="${1:-20000}"
+BACKLOG="${2:-100000}"
+ROUNDS="${3:-3}"
+PORT="${REMOTE_PORT:-14297}"
+DEV_PORT=$((PORT - 1)); ADMIN_PORT=$((PORT + 1))
+for p in "$PORT" "$DEV_PORT" "$ADMIN_PORT"; do
+  if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then echo "port $p is in use: set REMOTE_PORT" >&2; exit 1; fi
+done
+for tool in h2load sqlite3 curl; do
+  command -v "$tool" >/dev/null || { echo "$tool is missing (apt-get install nghttp2-client sqlite3 curl)" >&2; exit 1; }
+done
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+WORK="${BENCH_WORK:-$ROOT/.build-bench-work}/remote-processes"
+rm -rf "$WORK"; mkdir -p "$WORK"
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; }
+trap cleanup EXIT
+
+if [ -z "${TIDINGS:-}" ] || [ -z "${DEVICE:-}" ]; then
+  echo "== build (release)"
+  (cd "$ROOT/Benchmarks/gateway" && swift build -c release --scratch-path "$ROOT/.build-bench" --product tidings 2>&1 | tail -1)
+  (cd "$ROOT/Benchmarks/gateway" && swift build -c release --scratch-path "$ROOT/.build-bench" --product gateway-bench 2>&1 | tail -1)
+fi
+TIDINGS="${TIDINGS:-$ROOT/.build-bench/release/tidings}"
+DEVICE="${DEVICE:-$ROOT/.build-bench/release/gateway-bench}"
+BUNDLE=com.example.remote
+G="$WORK/gateway"; D="$WORK/device"
+mkdir -p "$D"
+load() { cut -d' ' -f1 /proc/loadavg; }
+now_ms() { date +%s%3N; }
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }     # CPU so far, in 1/100 s
+per_push() { awk -v t="$1" -v n="$2" 'BEGIN{printf "%.0f", t * 10000 / n}'; }  # ticks → µs per push
+presented() { curl -s "http://127.0.0.1:$ADMIN_PORT/metrics" | awk '/^tidings_gateway_delivery_events_total\{event="presented"\}/{printf "%d\n", $2; f=1} END{if(!f) print 0}'; }
+devices() { curl -s "http://127.0.0.1:$ADMIN_PORT/metrics" | awk '/^tidings_gateway_connected_devices /{printf "%d\n", $2; f=1} END{if(!f) print 0}'; }
+last_seq() { sqlite3 "$G/gateway.sqlite" "SELECT COALESCE(MAX(seq), 0) FROM gw_pushes"; }
+wait_presented() {  # until the count reaches $1 (60 s without progress: fail)
+  local last=-1 still=0 n
+  while :; do
+    n=$(presented)
+    [ "$n" -ge "$1" ] && return 0
+    if [ "$n" = "$last" ]; then still=$((still + 1)); else still=0; last=$n; fi
+    [ "$still" -ge 300 ] && { echo "stuck at $n presented of $1; daemon log:"; tail -20 "$WORK/daemon.log"; [ -n "${KEEP:-}" ] && sleep "$KEEP"; exit 1; }
+    kill -0 "$DAEMON" 2>/dev/null || { echo "the daemon exited at $n presented of $1:"; tail -20 "$WORK/daemon.log"; [ -n "${KEEP:-}" ] && sleep "$KEEP"; exit 1; }
+    sleep 0.2
+  done
+}
+# The daemon's pushes after seq $1: provider → shown (the delivered list's date: the engine's
+# clock when it delivered the push, read from device.sqlite) and provider → presented (the
+# gateway's record of the `presented` event), p50 / p99 / max in ms, and the rate.
+latency() {
+  sqlite3 -separator ' ' "$G/gateway.sqlite" "ATTACH '$D/device.sqlite' AS device;
+      SELECT p.presented_at - p.accepted_at, CAST((d.date + 978307200) * 1000 AS INTEGER) - p.accepted_at, p.accepted_at, p.presented_at
+      FROM gw_pushes p JOIN device.delivered d ON d.identifier = p.apns_id
+      WHERE p.seq > $1 AND p.presented_at IS NOT NULL" > "$WORK/latency"
+  pcts() { cut -d' ' -f"$1" "$WORK/latency" | sort -n | awk '{v[NR] = $1} END{printf "p50 %d / p99 %d / max %d", v[int(NR * 0.5) + 1], v[int(NR * 0.99) + 1], v[NR]}'; }
+  awk -v shown="$(pcts 2)" -v presented="$(pcts 1)" '{if (NR == 1 || $3 < first) first = $3; if ($4 > last) last = $4}
+    END{printf "%d presented; provider → shown %s ms, → presented %s ms; %.0f pushes/s (first accepted → last presented %d ms)",
+        NR, shown, presented, NR * 1000 / (last - first), last - first}' "$WORK/latency"
+}
+
+"$TIDINGS" keys create --data-dir "$G" --team TEAM123456 --key-id REMOTEKEY1 -o "$WORK/key.p8" --app "$BUNDLE" --storage-policy all >/dev/null
+# --unauthenticated-stream-limit 64: as in Benchmarks/gateway/bench.sh (h2load sends its first
+# 64 streams before it reads the gateway's SETTINGS, and does not retry REFUSED_STREAM).
+"$TIDINGS" gateway --data-dir "$G" --listen 127.0.0.1:$PORT --device-listen 127.0.0.1:$DEV_PORT --admin-listen 127.0.0.1:$ADMIN_PORT \
+  --device-rate-limit 0 --new-device-rate-limit 0 --unauthenticated-stream-limit 64 --log-level error > "$WORK/gateway.log" 2>&1 &
+GW=$!; PIDS+=("$GW")
+for _ in $(seq 300); do curl -s -o /dev/null "http://127.0.0.1:$ADMIN_PORT/healthz" && break; sleep 0.1; done
+kill -0 "$GW" 2>/dev/null || { echo "tidings gateway exited:"; cat "$WORK/gateway.log"; exit 1; }
+CERT="$G/tls/gateway-cert.pem"
+# The daemon's device key, made here so that its app's token is known before it starts.
+TOKEN="$("$DEVICE" token 127.0.0.1 "$DEV_PORT" "$CERT" "$BUNDLE" "$D/device-key.pem" | awk '/TOKEN/{print $2}')"
+[ -n "$TOKEN" ] || { echo "no token for the daemon's device"; exit 1; }
+
+DAEMON=
+start_daemon() {
+  "$TIDINGS" daemon --data-dir "$D" --socket "$D/daemon.sock" --consent grant --development --quiet --web-port 0 \
+    --gateway 127.0.0.1:$DEV_PORT --gateway-cert "$CERT" --log-level error >> "$WORK/daemon.log" 2>&1 &
+  DAEMON=$!; PIDS+=("$DAEMON")
+}
+stop_daemon() { kill -TERM "$DAEMON" 2>/dev/null || true; wait "$DAEMON" 2>/dev/null || true; }
+start_daemon
+for _ in $(seq 300); do [ -S "$D/daemon.sock" ] && [ "$(devices)" -ge 1 ] && break; sleep 0.1; done
+[ "$(devices)" -ge 1 ] || { echo "the daemon did not connect:"; cat "$WORK/daemon.log"; exit 1; }
+# The app: development mode (named by TIDINGS_BUNDLE_ID), authorized (consent granted), gone again.
+TIDINGS_SOCKET="$D/daemon.sock" TIDINGS_BUNDLE_ID=$BUNDLE "$DEVICE" app "$D/daemon.sock" $BUNDLE 0 0 > "$WORK/app.log" 2>&1 \
+  || { echo "the app was not authorized:"; cat "$WORK/app.log"; exit 1; }
+
+JWT="$("$TIDINGS" keys token --key "$WORK/key.p8" --key-id REMOTEKEY1 --team TEAM123456)"
+h2() {  # h2() TOKEN N STREAMS [CONNECTIONS]
+  h2load -n "$2" -c "${4:-1}" -m "$3" -d "$ROOT/Benchmarks/gateway/body.json" -H content-type:application/json \
+    -H apns-topic:$BUNDLE -H apns-push-type:alert -H "authorization: bearer $JWT" "https://127.0.0.1:$PORT/3/device/$1" > "$WORK/h2load.log" 2>&1
+  grep -q "status codes: $2 2xx" "$WORK/h2load.log" || { echo "h2load: not all 2xx:" >&2; grep -E "status codes|requests:" "$WORK/h2load.log" >&2
+    curl -s "http://127.0.0.1:$ADMIN_PORT/metrics" | grep -E "^tidings_gateway_(pushes_rejected|connections_(refused|closed_early))" >&2; tail -5 "$WORK/gateway.log" >&2; [ -n "${KEEP:-}" ] && sleep "$KEEP"; return 1; }
+  awk '/^finished in/{printf "%s req/s accepted", $4}' "$WORK/h2load.log"
+}
+echo "remote-processes: $PUSHES pushes per round, $ROUNDS rounds, backlog $BACKLOG; $(nproc) cores; load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+# One at a time.
+seq0=$(last_seq); p0=$(presented)
+accepted=$(h2 "$TOKEN" 300 1)
+wait_presented $((p0 + 300))
+echo "one at a time (300): $(latency "$seq0") | load $(load)"
+
+for round in $(seq "$ROUNDS"); do
+  # Reference: a device that only acknowledges (its own key and token, same app).
+  rm -f "$WORK/ref-key.pem"; : > "$WORK/ref.log"
+  "$DEVICE" device 127.0.0.1 "$DEV_PORT" "$CERT" "$BUNDLE" "$PUSHES" "$WORK/ref-key.pem" > "$WORK/ref.log" 2>&1 &
+  REF=$!; PIDS+=("$REF")
+  for _ in $(seq 300); do grep -q TOKEN "$WORK/ref.log" && break; sleep 0.1; done
+  REF_TOKEN="$(awk '/TOKEN/{print $2}' "$WORK/ref.log")"
+  g0=$(ticks "$GW")
+  accepted=$(h2 "$REF_TOKEN" "$PUSHES" 64)
+  wait "$REF"
+  g1=$(ticks "$GW")
+  echo "round $round, reference (ack-only device): $accepted; $(grep RECEIVED "$WORK/ref.log" | sed 's/^RECEIVED //'); gateway CPU $(per_push $((g1 - g0)) "$PUSHES") µs per push | load $(load)"
+
+  # The daemon.
+  seq0=$(last_seq); p0=$(presented); g0=$(ticks "$GW"); d0=$(ticks "$DAEMON")
+  accepted=$(h2 "$TOKEN" "$PUSHES" 64)
+  wait_presented $((p0 + PUSHES))
+  g1=$(ticks "$GW"); d1=$(ticks "$DAEMON")
+  echo "round $round, daemon: $accepted; $(latency "$seq0"); CPU per push: daemon $(per_push $((d1 - d0)) "$PUSHES") µs, gateway $(per_push $((g1 - g0)) "$PUSHES") µs | load $(load)"
+done
+
+if [ "$BACKLOG" -gt 0 ]; then
+  stop_daemon
+  for _ in $(seq 100); do [ "$(devices)" -eq 0 ] && break; sleep 0.1; done
+  seq0=$(last_seq); p0=$(presented)
+  t=$(now_ms); accepted=$(h2 "$TOKEN" "$BACKLOG" 64 4)
+  echo "backlog: $BACKLOG stored for the stopped daemon in $(( $(now_ms) - t )) ms ($accepted) | load $(load)"
+  g0=$(ticks "$GW"); t0=$(now_ms)
+  start_daemon
+  wait_presented $((p0 + BACKLOG))
+  g1=$(ticks "$GW"); d1=$(ticks "$DAEMON")
+  last=$(sqlite3 "$G/gateway.sqlite" "SELECT MAX(presented_at) FROM gw_pushes WHERE seq > $seq0")
+  echo "backlog: $BACKLOG presented $(( last - t0 )) ms after the daemon started ($(awk -v n="$BACKLOG" -v ms=$((last - t0)) 'BEGIN{printf "%.0f", n * 1000 / ms}')/s); CPU per push: daemon $(per_push "$d1" "$BACKLOG") µs (with its start), gateway $(per_push $((g1 - g0)) "$BACKLOG") µs | load $(load)"
+fi
+stop_daemon
+grep -v '^$' "$WORK/daemon.log" | tail -5 | sed 's/^/daemon log: /' || true
+echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
