@@ -180,7 +180,9 @@ struct GatewayNodesTests {
         let since = ContinuousClock.now
         for connection in open {
             var answer = try await connection.revoked.send(revoked)
-            while answer.status == 200 && ContinuousClock.now - since < .seconds(5) {
+            // Any bound far below the hour of registry refresh shows the notification did it;
+            // 5 s was passed once under a loaded full run (5.36 s).
+            while answer.status == 200 && ContinuousClock.now - since < .seconds(60) {
                 try await Task.sleep(for: .milliseconds(20))
                 answer = try await connection.revoked.send(revoked)
             }
@@ -188,7 +190,7 @@ struct GatewayNodesTests {
             #expect(answer.reason == "InvalidProviderToken")
             #expect(try await connection.kept.send(kept).status == 200, "node \(connection.node): the other key")
         }
-        #expect(ContinuousClock.now - since < .seconds(5))
+        #expect(ContinuousClock.now - since < .seconds(60))
         for (name, node) in [("A", nodeA), ("B", nodeB)] {
             let fresh = try await node.connect()
             let answer = try await fresh.send(revoked)
