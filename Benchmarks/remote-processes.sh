@@ -47,13 +47,8 @@ PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
 
-if [ -z "${TIDINGS:-}" ] || [ -z "${DEVICE:-}" ]; then
-  echo "== build (release)"
-  (cd "$ROOT/Benchmarks/gateway" && swift build -c release --scratch-path "$ROOT/.build-bench" --product tidings 2>&1 | tail -1)
-  (cd "$ROOT/Benchmarks/gateway" && swift build -c release --scratch-path "$ROOT/.build-bench" --product gateway-bench 2>&1 | tail -1)
-fi
-TIDINGS="${TIDINGS:-$ROOT/.build-bench/release/tidings}"
-DEVICE="${DEVICE:-$ROOT/.build-bench/release/gateway-bench}"
+# TIDINGS / DEVICE: other binaries (e.g. an older build, to compare within one run); unset: built here.
+. "$ROOT/Benchmarks/binaries.sh"
 BUNDLE=com.example.remote
 G="$WORK/gateway"; D="$WORK/device"
 mkdir -p "$D"

@@ -44,13 +44,8 @@ PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; exec 3>&- 2>/dev/null || true; }
 trap cleanup EXIT
 
-if [ -z "${TIDINGS:-}" ] || [ -z "${DEVICE:-}" ]; then
-  echo "== build (release)"
-  (cd "$ROOT/Benchmarks/gateway" && swift build -c release --scratch-path "$ROOT/.build-bench" --product tidings 2>&1 | tail -1)
-  (cd "$ROOT/Benchmarks/gateway" && swift build -c release --scratch-path "$ROOT/.build-bench" --product gateway-bench 2>&1 | tail -1)
-fi
-TIDINGS="${TIDINGS:-$ROOT/.build-bench/release/tidings}"
-DEVICE="${DEVICE:-$ROOT/.build-bench/release/gateway-bench}"
+# TIDINGS / DEVICE: other binaries (e.g. an older build, to compare within one run); unset: built here.
+. "$ROOT/Benchmarks/binaries.sh"
 echo "soak: $MINUTES min, $RATE pushes/s, $IDLE idle devices, $APP_RATE local notifications/s, push retention ${RETENTION:-300} s; load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 D="$WORK/data"

@@ -44,16 +44,8 @@ cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; [ -f 
   if [ -f "$WORK/pg/data/postmaster.pid" ]; then as_postgres "$PGBIN/pg_ctl -D $WORK/pg/data -m fast -w stop" >/dev/null 2>&1 || true; fi; }
 trap cleanup EXIT
 
-# TIDINGS / DEVICE: other binaries (e.g. an older build, to compare within one run); unset: build them.
-if [ -z "${TIDINGS:-}" ]; then
-  echo "== build (release)"
-  # Both through the benchmark package: building the root package and this one alternately in
-  # one scratch directory rebuilds every dependency each time (their build settings differ).
-  (cd "$HERE" && swift build -c release --scratch-path "$ROOT/.build-bench" --product tidings 2>&1 | tail -1)
-  (cd "$HERE" && swift build -c release --scratch-path "$ROOT/.build-bench" --product gateway-bench 2>&1 | tail -1)
-fi
-TIDINGS="${TIDINGS:-$ROOT/.build-bench/release/tidings}"
-DEVICE="${DEVICE:-$ROOT/.build-bench/release/gateway-bench}"
+# TIDINGS / DEVICE: other binaries (e.g. an older build, to compare within one run); unset: built here.
+. "$ROOT/Benchmarks/binaries.sh"
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 echo "== nginx on 127.0.0.1:$NGINX_PORT"
