@@ -199,6 +199,34 @@ public final class DeviceConnection: Sendable {
         return true
     }
 
+    /// Whether the gateway takes several events in one message (its `welcome` said
+    /// `"eventBatches":true`).
+    public var gatewayTakesEventBatches: Bool { shared.batchedEvents }
+
+    /// At most this many events in one `events` message: each is at most ≈ 110 bytes on the
+    /// wire (a UUID, a stage, a sequence), so a message stays far under the gateway's 64 KiB frame.
+    public static let maximumEventsPerMessage = 256
+
+    /// Reports several later stages at once and waits until the gateway has made them all
+    /// durable (one `eventRecorded`); true then. To a gateway without event batches each goes
+    /// as its own `record` (all confirmed: true; an older gateway that confirms none: false).
+    /// At most `maximumEventsPerMessage` (more: `precondition`). Throws as `record` does.
+    @discardableResult
+    public func record(_ events: [DeviceEventItem]) async throws -> Bool {
+        precondition(events.count <= Self.maximumEventsPerMessage, "at most \(Self.maximumEventsPerMessage) events in one message")
+        guard !events.isEmpty else { return true }
+        guard shared.batchedEvents else {
+            var confirmed = true
+            for e in events {
+                confirmed = try await record(DeviceDeliveryEvent(rawValue: e.event), apnsID: e.apnsID, sequence: e.sequence) && confirmed
+            }
+            return confirmed
+        }
+        let reply = try await request { id in .events(requestID: id, events: events) }
+        guard case .eventRecorded = reply else { throw DeviceClientError(reason: "ProtocolError", message: "unexpected \(reply)") }
+        return true
+    }
+
     /// Closes the connection; `pushes` finishes.
     public func close() async {
         try? await channel.close()
@@ -243,6 +271,8 @@ final class DeviceConnectionShared: Sendable {
         var batchedAcks = false
         /// The gateway answers events that carry a request id (`eventRecorded`).
         var recordsEvents = false
+        /// The gateway accepts `events` (several in one message).
+        var batchedEvents = false
     }
 
     /// At most this many sequences in one `acks` message.
@@ -259,11 +289,13 @@ final class DeviceConnectionShared: Sendable {
     func setChannel(_ channel: any Channel) { state.withLock { $0.channel = channel } }
 
     var recordsEvents: Bool { state.withLock { $0.recordsEvents } }
+    var batchedEvents: Bool { state.withLock { $0.batchedEvents } }
 
-    func welcome(_ deviceID: String, batchedAcks: Bool, recordsEvents: Bool) {
+    func welcome(_ deviceID: String, batchedAcks: Bool, recordsEvents: Bool, batchedEvents: Bool) {
         state.withLock { s in
             s.batchedAcks = batchedAcks
             s.recordsEvents = recordsEvents
+            s.batchedEvents = batchedEvents && recordsEvents
             defer { s.welcome = nil }
             return s.welcome
         }?.resume(returning: deviceID)
@@ -419,8 +451,8 @@ final class DeviceClientHandler: ChannelDuplexHandler {
                 failure = error
                 context.close(promise: nil)
             }
-        case .welcome(let deviceID, let batchedAcks, let recordsEvents):
-            shared.welcome(deviceID, batchedAcks: batchedAcks, recordsEvents: recordsEvents)
+        case .welcome(let deviceID, let batchedAcks, let recordsEvents, let batchedEvents):
+            shared.welcome(deviceID, batchedAcks: batchedAcks, recordsEvents: recordsEvents, batchedEvents: batchedEvents)
             startKeepAlive(context: context)
         case .push(let push):
             received.append(push)

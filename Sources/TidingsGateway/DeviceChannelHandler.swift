@@ -236,7 +236,7 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
         }
         state = .ready(session)
         if let old = core.hub.attach(session) { old.channel.close(promise: nil) }
-        send(.welcome(deviceID: deviceID, batchedAcks: true, recordsEvents: true), context: context)
+        send(.welcome(deviceID: deviceID, batchedAcks: true, recordsEvents: true, batchedEvents: true), context: context)
         logger.debug("device connected")
         if core.configuration.deviceIdleTimeout.nanoseconds > 0 {
             heardSinceCheck = true  // the handshake: the first visit only clears it
@@ -291,6 +291,34 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
                 return
             }
             pendingEvents.append(((known, apnsID, sequence), requestID))
+            return
+        case .events(let requestID, let items):
+            // All or nothing: the whole message is refused when it would pass the bound of
+            // waiting events or names an apns-id that is not a UUID; otherwise its events go
+            // to the store together (they are queued at once, so they land in one batch) and
+            // the one `eventRecorded` is sent with the last of them. Other stages than
+            // `presented` and `answered` are confirmed, not recorded (as for `event`).
+            guard pendingEvents.count + items.count <= core.configuration.deviceMaximumPendingEvents else {
+                send(.error(requestID: requestID, reason: Self.tooManyRequests,
+                            message: "\(items.count) delivery events; at most \(core.configuration.deviceMaximumPendingEvents) wait"), context: context)
+                return
+            }
+            var reports: [DeviceEventReport] = []
+            reports.reserveCapacity(items.count)
+            for item in items {
+                guard (try? APNsID(header: item.apnsID)) != nil else {
+                    send(.error(requestID: requestID, reason: APNsReason.badMessageId.rawValue, message: "an apnsID is not a UUID"), context: context)
+                    return
+                }
+                let known = DeliveryEvent(rawValue: item.event)
+                if known == .presented || known == .answered { reports.append((known, item.apnsID, item.sequence)) }
+            }
+            guard let last = reports.popLast() else {
+                send(.eventRecorded(requestID: requestID), context: context)
+                return
+            }
+            for report in reports { pendingEvents.append((report, nil)) }
+            pendingEvents.append((last, requestID))
             return
         default:
             break

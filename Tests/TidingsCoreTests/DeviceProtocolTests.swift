@@ -33,6 +33,14 @@ struct DeviceProtocolTests {
         #"{"type":"welcome","deviceID":"ab","acks":true}"#,
         #"{"type":"welcome","deviceID":"ab","acks":1}"#,
         #"{"type":"welcome","deviceID":"ab"}"#,
+        #"{"type":"welcome","deviceID":"ab","events":true,"eventBatches":true}"#,
+        #"{"type":"events","requestID":3,"events":[{"apnsID":"a","event":"presented","sequence":4},{"apnsID":"b","event":"answered"}]}"#,
+        #"{"type":"events","requestID":3,"events":[]}"#,
+        #"{"type":"events","requestID":3,"events":[{"apnsID":"a"}]}"#,
+        #"{"type":"events","requestID":3,"events":[{"apnsID":"a","event":"presented","sequence":"4"}]}"#,
+        #"{"type":"events","requestID":3,"events":[7]}"#,
+        #"{"type":"events","requestID":3,"events":true}"#,
+        #"{"type":"events","events":[]}"#,
         #"{"type":"push","sequence":1,"apnsID":"x","token":"t","topic":"a.b","pushType":"alert","priority":10,"expiresAt":1,"acceptedAt":1,"payload":"{\"a\":\"\u00e9\ud83d\ude00\"}"}"#,
         #"{"type":"ack","sequence":7}x"#,
         #"{"type":"ack","sequence":7"#,
@@ -73,6 +81,9 @@ struct DeviceProtocolTests {
             .event(apnsID: "a\"b", event: "presented"), .event(apnsID: "x", event: "answered", requestID: .min),
             .event(apnsID: "x", event: "presented", requestID: 7, sequence: .max), .event(apnsID: "x", event: "presented", sequence: -1),
             .eventRecorded(requestID: 0), .eventRecorded(requestID: .max),
+            .welcome(deviceID: "ab", batchedAcks: true, recordsEvents: true, batchedEvents: true),
+            .events(requestID: 1, events: []), .events(requestID: .max, events: [DeviceEventItem(apnsID: "a\"b", event: "presented", sequence: .min)]),
+            .events(requestID: -1, events: [DeviceEventItem(apnsID: "x", event: "presented", sequence: 7), DeviceEventItem(apnsID: "y", event: "answered")]),
         ]
         for message in messages {
             let fast = try DeviceMessage(decoding: message.encoded())
@@ -80,7 +91,7 @@ struct DeviceProtocolTests {
             #expect(fast == reference, "\(message)")
             if case .push(let p) = message, p.payload != invalidUTF8.payload { #expect(fast == message) }
             switch message {
-            case .event, .eventRecorded:
+            case .event, .eventRecorded, .events:
                 // Written by hand now: the same bytes as the reference, and the same message back.
                 #expect(message.encoded() == message.referenceEncoded(), "\(message)")
                 #expect(fast == message)
@@ -92,6 +103,20 @@ struct DeviceProtocolTests {
             Issue.record("not a push"); return
         }
         #expect(decoded.payload == Array(String(decoding: invalidUTF8.payload, as: UTF8.self).utf8))
+    }
+
+    /// `events`: an array of `event` members, each with apnsID and event strings and an
+    /// optional integer sequence; anything else in it refuses the whole message.
+    @Test func eventsCarrySeveralEventsAndRefuseABadOne() throws {
+        #expect(try DeviceMessage(decoding: Array(#"{"type":"events","requestID":3,"events":[{"apnsID":"a","event":"presented","sequence":4},{"event":"answered","apnsID":"b"}]}"#.utf8))
+            == .events(requestID: 3, events: [DeviceEventItem(apnsID: "a", event: "presented", sequence: 4), DeviceEventItem(apnsID: "b", event: "answered")]))
+        #expect(try DeviceMessage(decoding: Array(#"{"type":"welcome","deviceID":"ab","events":true,"eventBatches":true}"#.utf8))
+            == .welcome(deviceID: "ab", recordsEvents: true, batchedEvents: true))
+        for bad in [#"{"type":"events","requestID":3,"events":[{"apnsID":"a"}]}"#, #"{"type":"events","requestID":3,"events":[7]}"#,
+                    #"{"type":"events","requestID":3,"events":[{"apnsID":"a","event":"presented","sequence":1.5}]}"#,
+                    #"{"type":"events","events":[]}"#, #"{"type":"events","requestID":3}"#] {
+            #expect(throws: DeviceProtocolError.self, "\(bad)") { try DeviceMessage(decoding: Array(bad.utf8)) }
+        }
     }
 
     /// An event's `sequence` is optional (devices before it send none); present, an integer.

@@ -69,7 +69,7 @@ struct DeviceChannelLimitsTests {
             guard case .challenge(let nonce)? = try await next() else { return nil }
             try await send(.hello(publicKey: Array(key.publicKey.x963Representation), signature: try DeviceChallenge.sign(nonce: nonce, with: key)))
             let reply = try await next()
-            if case .welcome(let id, _, let events)? = reply {
+            if case .welcome(let id, _, let events, _)? = reply {
                 deviceID = id
                 recordsEvents = events
             }
@@ -556,6 +556,52 @@ struct DeviceChannelLimitsTests {
         #expect(first.contains { if case .error(3?, "TooManyRequests", _) = $0 { true } else { false } }, "\(first)")
         if case .error(4?, let reason, _)? = replies[3] { #expect(reason == "BadMessageId") } else { Issue.record("\(String(describing: replies[3]))") }
         #expect(replies[4] == .eventRecorded(requestID: 5))
+        await h.stop()
+    }
+
+    /// `events`: several in one message, one `eventRecorded` once all are durable; past the
+    /// bound of waiting events the whole message is refused (`TooManyRequests`), and so is one
+    /// naming an apns-id that is not a UUID (`BadMessageId`) — nothing of either is recorded.
+    @Test func eventBatchesAreConfirmedOnceAllAreDurableOrRefusedWhole() async throws {
+        let h = try await GatewayHarness.start(store: .sqlite) { $0.deviceMaximumPendingEvents = 3 }
+        let (replies, ids) = try await Self.withRawDevice(h) { device -> ([DeviceMessage?], [String]) in
+            guard case .welcome(_, _, true, true)? = try await device.handshake() else { Issue.record("no event batches"); return ([], []) }
+            try await device.send(.requestToken(requestID: 1, topic: GatewayHarness.bundleID, environment: .development))
+            guard case .token(1, let token)? = try await device.next() else { return ([], []) }
+            let c = try await h.connect()
+            var pushes: [DevicePush] = []
+            let bearer = try h.bearer()  // one provider token per connection (a new one each time is TooManyProviderTokenUpdates)
+            for n in 0..<4 {
+                let r = try await c.send(h.request(token: token, authorization: bearer, body: #"{"aps":{"alert":"n\#(n)"}}"#))
+                #expect(r.status == 200, "push \(n): \(r.status) \(r.reason ?? "")")
+                let next = try await device.next()
+                guard case .push(let push)? = next else { Issue.record("push \(n): \(String(describing: next))"); return ([], []) }
+                pushes.append(push)
+                try await device.send(.ack(sequence: push.sequence))
+            }
+            await c.close()
+            let item = { (p: DevicePush) in DeviceEventItem(apnsID: p.apnsID, event: "presented", sequence: p.sequence) }
+            var replies: [DeviceMessage?] = []
+            // Four at a bound of three: refused whole.
+            try await device.send(.events(requestID: 10, events: pushes.map(item)))
+            replies.append(try await device.nextReply())
+            // A bad apns-id among good ones: refused whole.
+            try await device.send(.events(requestID: 11, events: [item(pushes[0]), DeviceEventItem(apnsID: "nope", event: "presented")]))
+            replies.append(try await device.nextReply())
+            // Three (one a stage the gateway does not record): one confirmation, after all.
+            try await device.send(.events(requestID: 12, events: [item(pushes[0]), item(pushes[1]),
+                                                                   DeviceEventItem(apnsID: pushes[2].apnsID, event: "dismissedByAFutureDevice")]))
+            replies.append(try await device.nextReply())
+            return (replies, pushes.map(\.apnsID))
+        }
+        #expect(replies.count == 3)
+        guard replies.count == 3, ids.count == 4 else { await h.stop(); return }
+        if case .error(10?, let reason, _)? = replies[0] { #expect(reason == "TooManyRequests") } else { Issue.record("\(String(describing: replies[0]))") }
+        if case .error(11?, let reason, _)? = replies[1] { #expect(reason == "BadMessageId") } else { Issue.record("\(String(describing: replies[1]))") }
+        #expect(replies[2] == .eventRecorded(requestID: 12))
+        var presented: [Bool] = []
+        for id in ids { presented.append(try await h.gateway.status(apnsID: id).first?.presentedAt != nil) }
+        #expect(presented == [true, true, false, false], "the two presented of the confirmed batch, nothing of the refused ones")
         await h.stop()
     }
 

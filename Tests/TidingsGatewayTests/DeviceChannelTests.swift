@@ -106,7 +106,7 @@ struct DeviceChannelTests {
             func send(_ message: DeviceMessage) async throws { try await outbound.write(ByteBuffer(bytes: message.encoded())) }
             guard case .challenge(let nonce) = try await next() else { Issue.record("no challenge"); return [] }
             try await send(.hello(publicKey: Array(key.publicKey.x963Representation), signature: try DeviceChallenge.sign(nonce: nonce, with: key)))
-            guard case .welcome(_, let batchedAcks, _) = try await next() else { Issue.record("no welcome"); return [] }
+            guard case .welcome(_, let batchedAcks, _, _) = try await next() else { Issue.record("no welcome"); return [] }
             #expect(batchedAcks, "the gateway says it accepts acks")
             try await send(.requestToken(requestID: 1, topic: GatewayHarness.bundleID, environment: .development))
             guard case .token(1, let token) = try await next() else { Issue.record("no token"); return [] }

@@ -11,9 +11,9 @@ public enum DeviceMessage: Sendable, Hashable {
     case hello(publicKey: [UInt8], signature: [UInt8])
     /// Server → device: the key was proven; pushes follow. `batchedAcks`: the gateway accepts
     /// `acks` (several sequences in one message); `recordsEvents`: it answers an `event` that
-    /// carries a `requestID` with `eventRecorded` once the event is durable. Old gateways say
-    /// neither.
-    case welcome(deviceID: String, batchedAcks: Bool = false, recordsEvents: Bool = false)
+    /// carries a `requestID` with `eventRecorded` once the event is durable; `batchedEvents`:
+    /// it accepts `events` (several in one message). Old gateways say none.
+    case welcome(deviceID: String, batchedAcks: Bool = false, recordsEvents: Bool = false, batchedEvents: Bool = false)
     /// Device → server: a token for an app topic (the bundle ID) in an environment.
     case requestToken(requestID: Int64, topic: String, environment: APNsEnvironment)
     /// Server → device: the device token for the request.
@@ -35,13 +35,30 @@ public enum DeviceMessage: Sendable, Hashable {
     /// finds the push by it (and checks the apns-id) instead of searching the device's pushes
     /// for the apns-id; devices before this send none.
     case event(apnsID: String, event: String, requestID: Int64? = nil, sequence: Int64? = nil)
-    /// Server → device: the `event` with this request id is durable (recording it again is harmless).
+    /// Device → server: several `event`s in one message (only to a gateway whose `welcome` said
+    /// `"eventBatches":true`), answered by one `eventRecorded` once all are durable.
+    case events(requestID: Int64, events: [DeviceEventItem])
+    /// Server → device: the `event` or `events` with this request id is durable (recording it
+    /// again is harmless).
     case eventRecorded(requestID: Int64)
     /// Either way: keep-alive and its answer.
     case ping(Int64)
     case pong(Int64)
     /// Server → device: a request failed (`requestID` when it answers one), with an APNs-style reason.
     case error(requestID: Int64?, reason: String, message: String)
+}
+
+/// One event of an `events` message: as an `event` message's members.
+public struct DeviceEventItem: Sendable, Hashable {
+    public var apnsID: String
+    public var event: String
+    public var sequence: Int64?
+
+    public init(apnsID: String, event: String, sequence: Int64? = nil) {
+        self.apnsID = apnsID
+        self.event = event
+        self.sequence = sequence
+    }
 }
 
 /// A push as the device receives it.
@@ -181,6 +198,16 @@ extension DeviceMessage {
             if let requestID { w.raw(",\"requestID\":"); w.integer(requestID) }
             if let sequence { w.raw(",\"sequence\":"); w.integer(sequence) }
             w.raw(",\"type\":\"event\"}")
+        case .events(let requestID, let events):
+            w.raw("{\"events\":[")
+            for (i, e) in events.enumerated() {
+                // Keys sorted, as `referenceEncoded` writes them.
+                w.raw(i == 0 ? "{\"apnsID\":" : ",{\"apnsID\":"); w.string(e.apnsID)
+                w.raw(",\"event\":"); w.string(e.event)
+                if let sequence = e.sequence { w.raw(",\"sequence\":"); w.integer(sequence) }
+                w.raw("}")
+            }
+            w.raw("],\"requestID\":"); w.integer(requestID); w.raw(",\"type\":\"events\"}")
         case .eventRecorded(let requestID):
             w.raw("{\"requestID\":"); w.integer(requestID); w.raw(",\"type\":\"eventRecorded\"}")
         default:
@@ -197,10 +224,11 @@ extension DeviceMessage {
         switch self {
         case .challenge(let nonce): o = ["type": "challenge", "nonce": b64(nonce)]
         case .hello(let key, let sig): o = ["type": "hello", "publicKey": b64(key), "signature": b64(sig)]
-        case .welcome(let id, let batchedAcks, let recordsEvents):
+        case .welcome(let id, let batchedAcks, let recordsEvents, let batchedEvents):
             o = ["type": "welcome", "deviceID": .string(id)]
             if batchedAcks { o["acks"] = .bool(true) }
             if recordsEvents { o["events"] = .bool(true) }
+            if batchedEvents { o["eventBatches"] = .bool(true) }
         case .requestToken(let id, let topic, let env):
             o = ["type": "requestToken", "requestID": .integer(id), "topic": .string(topic), "environment": .string(env.rawValue)]
         case .token(let id, let token): o = ["type": "token", "requestID": .integer(id), "token": .string(token)]
@@ -218,6 +246,12 @@ extension DeviceMessage {
             o = ["type": "event", "apnsID": .string(id), "event": .string(event)]
             if let requestID { o["requestID"] = .integer(requestID) }
             if let sequence { o["sequence"] = .integer(sequence) }
+        case .events(let id, let events):
+            o = ["type": "events", "requestID": .integer(id), "events": .array(events.map { e in
+                var item: [String: JSONValue] = ["apnsID": .string(e.apnsID), "event": .string(e.event)]
+                if let sequence = e.sequence { item["sequence"] = .integer(sequence) }
+                return .object(item)
+            })]
         case .eventRecorded(let id): o = ["type": "eventRecorded", "requestID": .integer(id)]
         case .ping(let n): o = ["type": "ping", "id": .integer(n)]
         case .pong(let n): o = ["type": "pong", "id": .integer(n)]
@@ -282,7 +316,8 @@ extension DeviceMessage {
         case "challenge": self = .challenge(nonce: try base64Field(.nonce))
         case "hello": self = .hello(publicKey: try base64Field(.publicKey), signature: try base64Field(.signature))
         case "welcome":
-            self = .welcome(deviceID: try stringField(.deviceID), batchedAcks: o[.acks] == .bool(true), recordsEvents: o[.events] == .bool(true))
+            self = .welcome(deviceID: try stringField(.deviceID), batchedAcks: o[.acks] == .bool(true), recordsEvents: o[.events] == .bool(true),
+                            batchedEvents: o[.eventBatches] == .bool(true))
         case "requestToken":
             guard let env = APNsEnvironment(name: try stringField(.environment)) else { throw DeviceProtocolError("requestToken: unknown environment") }
             self = .requestToken(requestID: try intField(.requestID), topic: try stringField(.topic), environment: env)
@@ -315,6 +350,24 @@ extension DeviceMessage {
             default: throw DeviceProtocolError("event: sequence is not an integer")
             }
             self = .event(apnsID: try stringField(.apnsID), event: try stringField(.event), requestID: id, sequence: sequence)
+        case "events":
+            guard case .array(let items)? = o[.events] else { throw DeviceProtocolError("events: missing events") }
+            var events: [DeviceEventItem] = []
+            events.reserveCapacity(items.count)
+            for item in items {
+                // Each as an `event` message's members: apnsID and event strings, sequence optional.
+                guard case .object(let e) = item, let apnsID = e["apnsID"]?.stringValue, let event = e["event"]?.stringValue else {
+                    throw DeviceProtocolError("events: an event without apnsID and event")
+                }
+                let sequence: Int64?
+                switch e["sequence"] {
+                case nil, .null?: sequence = nil
+                case .integer(let i)?: sequence = i
+                default: throw DeviceProtocolError("events: sequence is not an integer")
+                }
+                events.append(DeviceEventItem(apnsID: apnsID, event: event, sequence: sequence))
+            }
+            self = .events(requestID: try intField(.requestID), events: events)
         case "eventRecorded": self = .eventRecorded(requestID: try intField(.requestID))
         case "ping": self = .ping(try intField(.id))
         case "pong": self = .pong(try intField(.id))
@@ -332,7 +385,7 @@ struct DeviceMessageFields {
     enum Key: Int, CaseIterable {
         case type, nonce, publicKey, signature, deviceID, acks, requestID, topic, environment, token
         case sequence, sequences, apnsID, pushType, priority, collapseID, expiresAt, acceptedAt, payload
-        case event, id, reason, message, events
+        case event, id, reason, message, events, eventBatches
 
         /// The member name, as spelled on the wire.
         var name: String { Key.names[rawValue] }
@@ -342,7 +395,7 @@ struct DeviceMessageFields {
 
         static let names = ["type", "nonce", "publicKey", "signature", "deviceID", "acks", "requestID", "topic", "environment",
                             "token", "sequence", "sequences", "apnsID", "pushType", "priority", "collapseID", "expiresAt",
-                            "acceptedAt", "payload", "event", "id", "reason", "message", "events"]
+                            "acceptedAt", "payload", "event", "id", "reason", "message", "events", "eventBatches"]
     }
 
     private var values = [JSONValue?](repeating: nil, count: Key.count)
@@ -551,6 +604,7 @@ struct DeviceMessageFields {
                 : equals("publicKey") ? .publicKey : equals("signature") ? .signature : nil
         case 10: key = equals("acceptedAt") ? .acceptedAt : equals("collapseID") ? .collapseID : nil
         case 11: key = equals("environment") ? .environment : nil
+        case 12: key = equals("eventBatches") ? .eventBatches : nil
         default: key = nil
         }
         return key?.rawValue

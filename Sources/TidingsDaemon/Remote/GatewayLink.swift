@@ -508,17 +508,21 @@ public actor GatewayLink: RemoteNotificationLink {
                 wakeWaiters()
                 return
             }
-            let done = await withTaskGroup(of: PendingDeliveryEvent?.self) { group in
-                for e in window {
+            // A gateway that takes event batches gets the window in a few `events` messages
+            // (one reply each); an older one, one `event` per event.
+            let perMessage = connection.gatewayTakesEventBatches ? DeviceConnection.maximumEventsPerMessage : 1
+            let done = await withTaskGroup(of: [PendingDeliveryEvent].self) { group in
+                for start in stride(from: 0, to: window.count, by: perMessage) {
+                    let part = Array(window[start..<min(start + perMessage, window.count)])
                     group.addTask {
                         do {
-                            _ = try await connection.record(DeviceDeliveryEvent(rawValue: e.event), apnsID: e.apnsID, sequence: e.sequence)
-                            return e
-                        } catch { return nil }
+                            _ = try await connection.record(part.map { DeviceEventItem(apnsID: $0.apnsID, event: $0.event, sequence: $0.sequence) })
+                            return part
+                        } catch { return [] }
                     }
                 }
                 var done: [PendingDeliveryEvent] = []
-                for await e in group { if let e { done.append(e) } }
+                for await part in group { done += part }
                 return done
             }
             do { try await inbox.clearEvents(done) } catch {
