@@ -3,7 +3,7 @@ import Synchronization
 import Testing
 import GRDB
 import TidingsCore
-import TidingsSQLite
+@testable import TidingsSQLite
 import TidingsStorage
 
 /// One suite for every `DeviceStore` backend.
@@ -349,6 +349,59 @@ struct SQLiteDeviceStoreTests {
         let reopened = try SQLiteDeviceStore(path: path)
         #expect(try await reopened.pending(app).value.map(\.identifier) == ["keep"])
         #expect(try await reopened.badge(app).value == 2)
+    }
+
+    /// The writer's WAL writes go through the buffer (`WALWriteBuffer`), and what a group commit
+    /// wrote is in the file once its ticket completes: a connection of its own (default VFS)
+    /// reads every delivered notification of a commit larger than one buffer (128 KiB).
+    @Test func bufferedWALWritesAreInTheFileWhenACommitCompletes() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("device-\(UUID().uuidString).sqlite").path
+        let store = try SQLiteDeviceStore(path: path)
+        #expect(store.walWritesBuffered)
+        let other = try DatabaseQueue(path: path)
+        let big = String(repeating: "b", count: 3_000)
+        var tickets: [StoreTicket<DeliveredNotificationValue?>] = []
+        for i in 0..<200 {
+            tickets.append(store.deliver(DeliveredNotificationValue(request: request("w\(i)", title: big, trigger: .push), date: t0), for: app, push: "p#\(i)"))
+        }
+        for ticket in tickets { _ = try await ticket.value }
+        let read = try await other.read { db in
+            try Row.fetchOne(db, sql: "SELECT COUNT(*) FROM delivered WHERE bundle_id = ?", arguments: [app])
+        }
+        #expect(read?[0] as Int? == 200)
+        #expect(try await store.delivered(app).value.count == 200)
+    }
+
+    /// A writer that commits all the time (the device store under a burst of pushes): while
+    /// a background checkpoint runs, commits do not queue another; after it, the few frames
+    /// the writer added meanwhile are copied by the writer itself, so that its next
+    /// transaction starts the WAL over. (Before, each commit past the threshold woke another
+    /// background checkpoint for the new frames — more checkpoints than commits — and the WAL
+    /// grew to its limit.)
+    @Test func checkpointsUnderAWriterThatNeverPauses() {
+        var s = WALCheckpointer.State()
+        func after(_ pages: CInt) -> WALCheckpointer.State.Step { s.afterCommit(pages: pages, checkpointPages: 100, catchUpPages: 10) }
+        func starts() -> Bool { s.backgroundStarts() }
+        #expect(after(50) == .none)
+        #expect(after(100) == .wake)
+        #expect(after(110) == .none, "woken already")
+        #expect(starts())
+        #expect(after(130) == .none, "one is running")
+        s.backgroundFinished(succeeded: true, copied: 110)
+        #expect(after(140) == .wake, "30 frames left: more than the writer copies")
+        #expect(starts())
+        s.backgroundFinished(succeeded: true, copied: 140)
+        #expect(after(146) == .catchUp)
+        #expect(s.catchUps == 1 && s.background == 2)
+        #expect(after(150) == .wake, "the catch-up's count is spent; the WAL did not start over")
+        #expect(starts())
+        s.backgroundFinished(succeeded: true, copied: 150)
+        // The writer's next transaction started the WAL over: its count is below what was copied.
+        #expect(after(6) == .none)
+        #expect(after(100) == .wake, "a new WAL: no catch-up with the old WAL's count")
+        #expect(starts())
+        s.backgroundFinished(succeeded: false, copied: 0)
+        #expect(after(105) == .wake, "a busy checkpoint copied nothing")
     }
 
     /// The device store's commits leave WAL checkpoints to the background connection.
