@@ -65,6 +65,10 @@ if let devices = option("--device-clients").flatMap(Int.init) {
                                tokensFile: option("--tokens")!)
     exit(0)
 }
+if let total = option("--delivered-store").flatMap(Int.init) {
+    try await measureDeliveredStore(total: total)
+    exit(0)
+}
 let count = CommandLine.arguments.dropFirst().first.flatMap(Int.init) ?? 2000
 let deviceCount = option("--devices").flatMap(Int.init) ?? 0
 let backlogCount = option("--backlog").flatMap(Int.init) ?? 0
@@ -373,4 +377,41 @@ func runDeviceClients(count: Int, port: Int, certificate: String, topic: String,
     }
     say("received")
     for connection in connections { await connection.close() }
+}
+
+/// `--delivered-store N`: the device store alone, as the remote path writes it — N delivered
+/// notifications with random identifiers (apns-ids) and push keys, the payload of the pushes
+/// above, written in bursts of 32 (`deliver`, each burst awaited, i.e. one group commit
+/// each), for one app. Prints the process's CPU time (the writer and the WAL checkpointer
+/// included) and the wall time per notification for each tenth of the list as it grows.
+func measureDeliveredStore(total: Int) async throws {
+    let dir = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-delivered-bench-\(UUID().uuidString.prefix(8))")
+    try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: dir) }
+    let store = try SQLiteDeviceStore(path: dir.appendingPathComponent("device.sqlite").path)
+    var notifications: [(DeliveredNotificationValue, String)] = []
+    for i in 0..<total {
+        let id = UUID().uuidString
+        var content = NotificationContentValue()
+        content.title = "Bench"
+        content.body = "push \(id)"
+        content.userInfo = ["k": .integer(1), "aps": .dictionary(["alert": .dictionary(["title": .string("Bench"), "body": .string("push \(id)")])])]
+        notifications.append((DeliveredNotificationValue(request: NotificationRequestValue(identifier: id, content: content, trigger: .push), date: Date()), "\(id)#\(i)"))
+    }
+    let step = max(1, total / 10)
+    var windowStart = (cpu: cpuSeconds(), wall: ContinuousClock.now, index: 0)
+    var index = 0
+    while index < total {
+        let burst = notifications[index..<min(total, index + 32)]
+        let tickets = burst.map { store.deliver($0.0, for: "com.example.bench", push: $0.1) }
+        for ticket in tickets { _ = try await ticket.value }
+        index += burst.count
+        if index % step < 32 || index == total {
+            let n = Double(index - windowStart.index)
+            let wall = ContinuousClock.now - windowStart.wall
+            print("delivered \(windowStart.index)–\(index): CPU \(String(format: "%.1f", (cpuSeconds() - windowStart.cpu) / n * 1e6)) µs, wall \(String(format: "%.1f", (Double(wall.components.seconds) + Double(wall.components.attoseconds) / 1e18) / n * 1e6)) µs per notification (load \(loadAverage()))")
+            windowStart = (cpuSeconds(), ContinuousClock.now, index)
+        }
+    }
+    print("WAL checkpoints: \(store.checkpointCounts.background) in the background, \(store.checkpointCounts.writer) on the writer at the WAL's limit, \(store.checkpointCatchUps) catch-ups on the writer")
 }

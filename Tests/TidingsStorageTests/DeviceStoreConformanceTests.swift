@@ -3,7 +3,7 @@ import Synchronization
 import Testing
 import GRDB
 import TidingsCore
-import TidingsSQLite
+@testable import TidingsSQLite
 import TidingsStorage
 
 /// One suite for every `DeviceStore` backend.
@@ -198,10 +198,107 @@ extension DeviceStoreConformanceTests {
         #expect(try await store.delivered(app).value.map(\.request) == [sent])
         #expect(try await store.pendingRecords(app).value.map(\.request.identifier) == ["where"])
     }
+
+    /// The remote path's writes (`deliver`), interleaved across two apps: each app's list in
+    /// its own order, a delivery with an identifier already listed replaces it in place (and
+    /// hands back what it replaced, with the new push's key), one removed and delivered again
+    /// goes to the end, and removing an app's list leaves the other's.
+    @Test("delivered lists: per-app order, replacement in place, removal", arguments: DeviceBackend.allCases)
+    func deliveredListsPerApp(_ backend: DeviceBackend) async throws {
+        let store = try backend.make()
+        let other = "com.example.other"
+        func note(_ id: String, _ title: String, at seconds: Double = 0) -> DeliveredNotificationValue {
+            DeliveredNotificationValue(request: request(id, title: title, trigger: .push), date: t0.addingTimeInterval(seconds))
+        }
+        var tickets: [StoreTicket<DeliveredNotificationValue?>] = []
+        for i in 0..<6 {
+            tickets.append(store.deliver(note("n\(i)", "a\(i)"), for: app, push: "p\(i)#\(i)"))
+            tickets.append(store.deliver(note("n\(i)", "o\(i)"), for: other, push: "q\(i)#\(i)"))
+        }
+        for ticket in tickets { #expect(try await ticket.value == nil, "a new identifier replaces nothing") }
+        let replaced = try await store.deliver(note("n2", "a2 again", at: 5), for: app, push: "p9#9").value
+        #expect(replaced == note("n2", "a2"))
+        #expect(try await store.deliveredPush("n2", for: app).value == "p9#9")
+        #expect(try await store.deliveredPush("n2", for: other).value == "q2#2", "the other app's n2 is its own")
+        #expect(try await store.deliveredNotification("n2", for: app).value == note("n2", "a2 again", at: 5))
+        #expect(try await store.delivered(app).value.map(\.request.content.title) == ["a0", "a1", "a2 again", "a3", "a4", "a5"])
+        #expect(try await store.removeDelivered(["n1", "absent"], for: app).value == [note("n1", "a1")])
+        #expect(try await store.deliver(note("n1", "a1 back"), for: app, push: nil).value == nil)
+        #expect(try await store.deliveredPush("n1", for: app).value == nil)
+        #expect(try await store.delivered(app).value.map(\.request.identifier) == ["n0", "n2", "n3", "n4", "n5", "n1"])
+        #expect(try await store.removeAllDelivered(other).value.map(\.request.content.title) == ["o0", "o1", "o2", "o3", "o4", "o5"])
+        #expect(try await store.delivered(other).value.isEmpty)
+        #expect(try await store.delivered(app).value.count == 6)
+    }
 }
 
 @Suite("SQLite device store")
 struct SQLiteDeviceStoreTests {
+    /// The device database as the migrations `device-v1` to `device-v3-presenting` left it.
+    static let v3Schema = """
+        CREATE TABLE grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY);
+        INSERT INTO grdb_migrations VALUES ('device-v1'), ('device-v2-delivered-push'), ('device-v3-presenting');
+        CREATE TABLE app (bundle_id TEXT PRIMARY KEY NOT NULL, record BLOB NOT NULL);
+        CREATE TABLE settings (bundle_id TEXT PRIMARY KEY NOT NULL, value BLOB NOT NULL);
+        CREATE TABLE categories (bundle_id TEXT PRIMARY KEY NOT NULL, value BLOB NOT NULL);
+        CREATE TABLE pending (key INTEGER PRIMARY KEY AUTOINCREMENT, bundle_id TEXT NOT NULL, identifier TEXT NOT NULL,
+                              next_fire REAL, location INTEGER NOT NULL DEFAULT 0, request BLOB NOT NULL);
+        CREATE UNIQUE INDEX pending_identity ON pending(bundle_id, identifier);
+        CREATE INDEX pending_location ON pending(location) WHERE location = 1;
+        CREATE TABLE delivered (bundle_id TEXT NOT NULL, identifier TEXT NOT NULL, seq INTEGER NOT NULL, date REAL NOT NULL,
+                                request BLOB NOT NULL, push TEXT, PRIMARY KEY (bundle_id, identifier));
+        CREATE INDEX delivered_order ON delivered(bundle_id, seq);
+        CREATE TABLE badge (bundle_id TEXT PRIMARY KEY NOT NULL, count INTEGER NOT NULL);
+        CREATE TABLE held_response (id INTEGER PRIMARY KEY AUTOINCREMENT, bundle_id TEXT NOT NULL, response BLOB NOT NULL);
+        CREATE INDEX held_response_app ON held_response(bundle_id, id);
+        CREATE TABLE presenting (id INTEGER PRIMARY KEY AUTOINCREMENT, bundle_id TEXT NOT NULL, identifier TEXT NOT NULL,
+                                 date REAL NOT NULL, present INTEGER NOT NULL, request BLOB NOT NULL);
+        CREATE INDEX presenting_identity ON presenting(bundle_id, identifier);
+        """
+
+    /// A delivered list written by the v3 schema (each app's own `seq`, rows stored out of that
+    /// order, requests as JSON and in the binary form) opens with each app's list in its order,
+    /// its push keys, and replacement and new deliveries working; the table is then the two
+    /// b-trees of `device-v4-delivered-by-seq` (rowid = seq, one unique identity index).
+    @Test("a v3 delivered list keeps each app's order through the migration")
+    func deliveredMigratesFromV3() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("device-\(UUID().uuidString).sqlite").path
+        let other = "com.example.other"
+        do {
+            let queue = try DatabaseQueue(path: path)
+            try await queue.write { db in
+                try db.execute(sql: Self.v3Schema)
+                // (app, identifier, the app's seq, JSON or binary, push key), in rowid order.
+                let rows: [(String, String, Int64, Bool, String?)] = [
+                    (app, "c", 3, false, "pc#3"), (other, "y", 2, true, nil), (app, "a", 1, true, "pa#1"),
+                    (other, "x", 1, false, "px#1"), (app, "b", 2, false, nil),
+                ]
+                for (bundle, id, seq, json, push) in rows {
+                    let r = request(id, title: "\(bundle) \(id)", trigger: .push)
+                    let body = json ? try JSONEncoder().encode(r) : Data(try BinaryRequestCodec.encode(r))
+                    try db.execute(sql: "INSERT INTO delivered (bundle_id, identifier, seq, date, request, push) VALUES (?, ?, ?, ?, ?, ?)",
+                                   arguments: [bundle, id, seq, t0.timeIntervalSinceReferenceDate + Double(seq), body, push])
+                }
+            }
+        }
+        let store = try SQLiteDeviceStore(path: path)
+        #expect(try await store.delivered(app).value.map(\.request.identifier) == ["a", "b", "c"])
+        #expect(try await store.delivered(other).value.map(\.request.identifier) == ["x", "y"])
+        #expect(try await store.delivered(app).value.map(\.date) == [1, 2, 3].map { t0.addingTimeInterval($0) })
+        #expect(try await store.deliveredPush("c", for: app).value == "pc#3")
+        #expect(try await store.deliveredNotification("a", for: app).value?.request == request("a", title: "\(app) a", trigger: .push))
+        let replaced = try await store.deliver(DeliveredNotificationValue(request: request("b", title: "new b", trigger: .push), date: t0), for: app, push: "pb#9").value
+        #expect(replaced?.request.content.title == "\(app) b")
+        #expect(try await store.deliver(DeliveredNotificationValue(request: request("d", trigger: .push), date: t0), for: app, push: nil).value == nil)
+        #expect(try await store.delivered(app).value.map(\.request.content.title) == ["\(app) a", "new b", "\(app) c", "t"])
+        #expect(try await store.delivered(other).value.map(\.request.identifier) == ["x", "y"])
+
+        let schema = try await store.writer.submit { (db: Database) throws -> [String] in
+            try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE tbl_name = 'delivered' ORDER BY name")
+        }.value
+        #expect(schema == ["delivered", "delivered_identity"], "the table and its identity index, no order index")
+    }
+
     @Test("rows written as JSON before the binary form are still read")
     func legacyJSONRows() async throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("device-\(UUID().uuidString).sqlite").path
@@ -252,6 +349,59 @@ struct SQLiteDeviceStoreTests {
         let reopened = try SQLiteDeviceStore(path: path)
         #expect(try await reopened.pending(app).value.map(\.identifier) == ["keep"])
         #expect(try await reopened.badge(app).value == 2)
+    }
+
+    /// The writer's WAL writes go through the buffer (`WALWriteBuffer`), and what a group commit
+    /// wrote is in the file once its ticket completes: a connection of its own (default VFS)
+    /// reads every delivered notification of a commit larger than one buffer (128 KiB).
+    @Test func bufferedWALWritesAreInTheFileWhenACommitCompletes() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("device-\(UUID().uuidString).sqlite").path
+        let store = try SQLiteDeviceStore(path: path)
+        #expect(store.walWritesBuffered)
+        let other = try DatabaseQueue(path: path)
+        let big = String(repeating: "b", count: 3_000)
+        var tickets: [StoreTicket<DeliveredNotificationValue?>] = []
+        for i in 0..<200 {
+            tickets.append(store.deliver(DeliveredNotificationValue(request: request("w\(i)", title: big, trigger: .push), date: t0), for: app, push: "p#\(i)"))
+        }
+        for ticket in tickets { _ = try await ticket.value }
+        let read = try await other.read { db in
+            try Row.fetchOne(db, sql: "SELECT COUNT(*) FROM delivered WHERE bundle_id = ?", arguments: [app])
+        }
+        #expect(read?[0] as Int? == 200)
+        #expect(try await store.delivered(app).value.count == 200)
+    }
+
+    /// A writer that commits all the time (the device store under a burst of pushes): while
+    /// a background checkpoint runs, commits do not queue another; after it, the few frames
+    /// the writer added meanwhile are copied by the writer itself, so that its next
+    /// transaction starts the WAL over. (Before, each commit past the threshold woke another
+    /// background checkpoint for the new frames — more checkpoints than commits — and the WAL
+    /// grew to its limit.)
+    @Test func checkpointsUnderAWriterThatNeverPauses() {
+        var s = WALCheckpointer.State()
+        func after(_ pages: CInt) -> WALCheckpointer.State.Step { s.afterCommit(pages: pages, checkpointPages: 100, catchUpPages: 10) }
+        func starts() -> Bool { s.backgroundStarts() }
+        #expect(after(50) == .none)
+        #expect(after(100) == .wake)
+        #expect(after(110) == .none, "woken already")
+        #expect(starts())
+        #expect(after(130) == .none, "one is running")
+        s.backgroundFinished(succeeded: true, copied: 110)
+        #expect(after(140) == .wake, "30 frames left: more than the writer copies")
+        #expect(starts())
+        s.backgroundFinished(succeeded: true, copied: 140)
+        #expect(after(146) == .catchUp)
+        #expect(s.catchUps == 1 && s.background == 2)
+        #expect(after(150) == .wake, "the catch-up's count is spent; the WAL did not start over")
+        #expect(starts())
+        s.backgroundFinished(succeeded: true, copied: 150)
+        // The writer's next transaction started the WAL over: its count is below what was copied.
+        #expect(after(6) == .none)
+        #expect(after(100) == .wake, "a new WAL: no catch-up with the old WAL's count")
+        #expect(starts())
+        s.backgroundFinished(succeeded: false, copied: 0)
+        #expect(after(105) == .wake, "a busy checkpoint copied nothing")
     }
 
     /// The device store's commits leave WAL checkpoints to the background connection.
