@@ -82,9 +82,10 @@ struct DeliveryEventTests {
         #expect(await eventually { (try? await gateway.gateway.status(apnsID: apnsID).first?.presentedAt) != nil },
                 "presented, confirmed while connected")
 
+        let sequence = try #require(try await gateway.gateway.status(apnsID: apnsID).first?.sequence)
         await gateway.stop()
         #expect(await eventually { await !link.isConnected })
-        await link.answered(bundleIdentifier: Self.bundle, requestIdentifier: apnsID)
+        await link.answered(apnsID: apnsID, sequence: sequence)
         task.cancel()
         await task.value
 

@@ -145,7 +145,6 @@ final class CountingInbox: RemoteInboxStore {
         state.withLock { $0.marks += 1; $0.processedPushes += pushes.count; $0.largestMark = max($0.largestMark, pushes.count) }
         try await base.markProcessed(pushes)
     }
-    func latestPush(bundle: String, identifier: String) async throws -> (apnsID: String, sequence: Int64)? { try await base.latestPush(bundle: bundle, identifier: identifier) }
     func prune(before date: Date, limit: Int) async throws -> Int { try await base.prune(before: date, limit: limit) }
     func count() async throws -> Int { try await base.count() }
     func addPendingEvents(_ events: [PendingDeliveryEvent]) async throws { try await base.addPendingEvents(events) }

@@ -138,6 +138,30 @@ struct RemoteNotificationTests {
         #expect(h.system.presenter.presentedIdentifiers == ["e2"])
     }
 
+    /// An answer names the push its notification came from, as the delivered list recorded it
+    /// (apns-id and sequence): after a collapse-id replacement, the replacing push — the one
+    /// the person saw. Read from the delivered list, not looked up in the daemon's inbox.
+    @Test func anAnswerNamesThePushTheNotificationCameFrom() async throws {
+        let h = try await RemoteHarness.start(connect: false)
+        defer { Task { await h.stop() } }
+        _ = try await h.install()
+        try await h.authorize()
+        let link = AnswerRecordingLink()
+        await h.system.engine.setRemote(link: link, configuration: h.remoteConfiguration)
+        let now = Int64(h.clock.now.timeIntervalSince1970 * 1000)
+        func push(_ sequence: Int64, collapse: String?) -> RemotePush {
+            RemotePush(apnsID: "00000000-0000-4000-8000-0000000a\(sequence)", sequence: sequence, bundleIdentifier: RemoteHarness.bundleID,
+                       collapseID: collapse.flatMap(CollapseID.init(rawValue:)), expiresAt: now + 60_000, acceptedAt: now,
+                       payload: Array(#"{"aps":{"alert":"n\#(sequence)"}}"#.utf8))!
+        }
+        for p in [push(4101, collapse: "score"), push(4102, collapse: "score"), push(4103, collapse: nil)] {
+            #expect(await h.system.engine.receiveRemote(p) == .delivered(presented: true, wake: nil))
+        }
+        try await h.system.engine.respond(bundle: RemoteHarness.bundleID, identifier: "score", actionIdentifier: ActionIdentifier.dismiss)
+        try await h.system.engine.respond(bundle: RemoteHarness.bundleID, identifier: push(4103, collapse: nil).apnsID, actionIdentifier: ActionIdentifier.dismiss)
+        #expect(link.answered == [push(4102, collapse: nil).deliveryKey, push(4103, collapse: nil).deliveryKey])
+    }
+
     @Test @MainActor func expiredWhileTheDeviceWasAwayIsNeverShown() async throws {
         let h = try await RemoteHarness.start()
         defer { Task { await h.stop() } }
@@ -344,5 +368,21 @@ final class DecryptingRunner: ServiceExtensionRunning {
         content.title = "Secret"
         if let removing { content.userInfo[removing] = nil }
         return ServiceExtensionOutcome(content: content)
+    }
+}
+
+/// A gateway link that only records the pushes reported answered (their delivery keys).
+final class AnswerRecordingLink: RemoteNotificationLink {
+    private let recorded = Mutex<[String]>([])
+    var answered: [String] { recorded.withLock { $0 } }
+
+    func deviceToken(for bundleIdentifier: String) async throws(NotificationError) -> [UInt8] {
+        throw NotificationError(.daemonUnavailable, "no gateway in this test")
+    }
+    func unregister(_ bundleIdentifier: String) async throws(NotificationError) {}
+    func appRemoved(_ bundleIdentifier: String) async {}
+    func presented(_ push: RemotePush) async {}
+    func answered(apnsID: String, sequence: Int64) async {
+        recorded.withLock { $0.append("\(apnsID)#\(sequence)") }
     }
 }

@@ -83,18 +83,6 @@ struct RemoteInboxConformanceTests {
     }
 
     @Test(arguments: RemoteInboxBackend.allCases)
-    func theLatestPushOfAnIdentifierNamesIt(_ backend: RemoteInboxBackend) async throws {
-        let inbox = try backend.make()
-        _ = try await inbox.receive([push(1, collapse: "score"), push(2)], at: t0)
-        _ = try await inbox.receive([push(3, collapse: "score")], at: t0.addingTimeInterval(1))
-        let score = try await inbox.latestPush(bundle: app, identifier: "score")
-        #expect(score?.apnsID == push(3).apnsID && score?.sequence == 3)
-        let plain = try await inbox.latestPush(bundle: app, identifier: push(2).apnsID)
-        #expect(plain?.apnsID == push(2).apnsID && plain?.sequence == 2, "no collapse id: the apns-id is the identifier")
-        #expect(try await inbox.latestPush(bundle: "com.example.other", identifier: "score") == nil)
-    }
-
-    @Test(arguments: RemoteInboxBackend.allCases)
     func pruningForgetsOnlyOldProcessedPushes(_ backend: RemoteInboxBackend) async throws {
         let inbox = try backend.make()
         _ = try await inbox.receive([push(1), push(2)], at: t0)
@@ -204,6 +192,76 @@ struct SQLiteRemoteInboxTests {
         _ = try SQLiteRemoteInbox(path: path)  // opening again: the column is there, nothing added twice
     }
 
+    /// An inbox in the first layout (made by its SQL, as a daemon before the migrator left it:
+    /// a rowid table keyed by `(apns_id, sequence)`, a `(bundle, identifier)` index) opened by
+    /// this one: rebuilt keyed by `(sequence, apns_id)` without a rowid, every push kept —
+    /// processed or not, payloads as TEXT and as BLOB — and every pending event and removal;
+    /// redeliveries still known, marks and pruning working on the moved rows.
+    @Test func anInboxInTheFirstLayoutIsMigratedWithWhatItHolds() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("remote-\(UUID().uuidString).sqlite").path
+        let queue = try DatabaseQueue(path: path)
+        try await queue.write { db in
+            try db.execute(sql: """
+                CREATE TABLE IF NOT EXISTS push (
+                    apns_id TEXT NOT NULL, sequence INTEGER NOT NULL, bundle TEXT NOT NULL, identifier TEXT NOT NULL,
+                    push_type TEXT NOT NULL, priority INTEGER NOT NULL, collapse_id TEXT,
+                    expires_at INTEGER NOT NULL, accepted_at INTEGER NOT NULL, payload TEXT NOT NULL,
+                    received_at INTEGER NOT NULL, processed INTEGER NOT NULL DEFAULT 0,
+                    PRIMARY KEY (apns_id, sequence));
+                CREATE INDEX IF NOT EXISTS push_unprocessed ON push(processed, received_at);
+                CREATE INDEX IF NOT EXISTS push_identifier ON push(bundle, identifier);
+                CREATE TABLE IF NOT EXISTS pending_removal (bundle TEXT PRIMARY KEY NOT NULL);
+                CREATE TABLE IF NOT EXISTS pending_event (apns_id TEXT NOT NULL, event TEXT NOT NULL, UNIQUE (apns_id, event));
+                ALTER TABLE pending_event ADD COLUMN sequence INTEGER;
+                INSERT INTO pending_event (apns_id, event, sequence) VALUES ('e1', 'presented', 11), ('e2', 'answered', NULL);
+                INSERT INTO pending_removal (bundle) VALUES ('com.example.gone');
+                """)
+            let insert = try db.cachedStatement(sql: """
+                INSERT OR IGNORE INTO push (apns_id, sequence, bundle, identifier, push_type, priority, collapse_id,
+                                            expires_at, accepted_at, payload, received_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """)
+            // Received in this order: 9 and 8 first (8 as TEXT), then 1–3; 2 is processed. 4 is processed and old.
+            let rows: [(RemotePush, Int64, Bool)] = [(push(4), 1_795_000_000_000, false), (push(9, collapse: "score"), 1_795_348_800_000, false),
+                                                     (push(8, pushType: .voip), 1_795_348_800_000, true), (push(1), 1_795_348_801_000, false),
+                                                     (push(2), 1_795_348_801_000, false), (push(3), 1_795_348_801_000, false)]
+            for (p, receivedAt, asText) in rows {
+                try insert.execute(arguments: [p.apnsID, p.sequence, p.bundleIdentifier, p.requestIdentifier, p.pushType.rawValue,
+                                               p.priority.rawValue, p.collapseID?.rawValue, p.expiresAt, p.acceptedAt,
+                                               asText ? String(decoding: p.payload, as: UTF8.self).databaseValue : Data(p.payload).databaseValue,
+                                               receivedAt])
+            }
+            try db.execute(sql: "UPDATE push SET processed = 1 WHERE sequence IN (2, 4)")
+        }
+        try queue.close()
+
+        let inbox = try SQLiteRemoteInbox(path: path)
+        #expect(try await inbox.unprocessed() == [push(8, pushType: .voip), push(9, collapse: "score"), push(1), push(3)],
+                "the unprocessed pushes, every field, in the order received")
+        #expect(try await inbox.count() == 6)
+        #expect(try await inbox.pendingEvents(limit: 10) == [PendingDeliveryEvent(event: "presented", apnsID: "e1", sequence: 11),
+                                                             PendingDeliveryEvent(event: "answered", apnsID: "e2")])
+        #expect(try await inbox.removals() == ["com.example.gone"])
+        #expect(try await inbox.receive([push(2), push(9, collapse: "score"), push(10)], at: t0.addingTimeInterval(5)) == [false, false, true],
+                "processed and unprocessed pushes moved over are still known")
+        try await inbox.markProcessed([push(8, pushType: .voip), push(9)])
+        #expect(try await inbox.unprocessed().map(\.sequence) == [1, 3, 10])
+        #expect(try await inbox.prune(before: Date(timeIntervalSince1970: 1_795_348_800.5), limit: 10) == 3,
+                "the processed pushes received before the cutoff: 4, then 9 and 8")
+        #expect(try await inbox.count() == 4)
+
+        let check = try DatabaseQueue(path: path)
+        try await check.read { db in
+            let table = try String.fetchOne(db, sql: "SELECT sql FROM sqlite_master WHERE name = 'push'") ?? ""
+            #expect(table.contains("PRIMARY KEY (sequence, apns_id)") && table.contains("WITHOUT ROWID"), "\(table)")
+            #expect(try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'push' AND sql IS NOT NULL") == ["push_unprocessed"])
+        }
+        try check.close()
+        let reopened = try SQLiteRemoteInbox(path: path)  // migrated once: opening again changes nothing
+        #expect(try await reopened.unprocessed().map(\.sequence) == [1, 3, 10])
+        #expect(try await reopened.count() == 4)
+    }
+
     @Test func aPayloadStoredAsTextBeforeIsReadAsItsBytes() async throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("remote-\(UUID().uuidString).sqlite").path
         _ = try SQLiteRemoteInbox(path: path)
@@ -211,9 +269,9 @@ struct SQLiteRemoteInboxTests {
         let queue = try DatabaseQueue(path: path)
         try await queue.write { db in
             try db.execute(sql: """
-                INSERT INTO push (apns_id, sequence, bundle, identifier, push_type, priority, collapse_id, expires_at, accepted_at, payload, received_at)
-                VALUES (?, ?, ?, ?, 'alert', ?, 'c', ?, ?, ?, ?)
-                """, arguments: [old.apnsID, old.sequence, app, "c", old.priority.rawValue, old.expiresAt, old.acceptedAt,
+                INSERT INTO push (apns_id, sequence, bundle, push_type, priority, collapse_id, expires_at, accepted_at, payload, received_at)
+                VALUES (?, ?, ?, 'alert', ?, 'c', ?, ?, ?, ?)
+                """, arguments: [old.apnsID, old.sequence, app, old.priority.rawValue, old.expiresAt, old.acceptedAt,
                                  String(decoding: old.payload, as: UTF8.self), 1_795_348_800_000])
         }
         try queue.close()

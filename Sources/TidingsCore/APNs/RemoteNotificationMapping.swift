@@ -12,6 +12,13 @@ public struct RemotePush: Sendable, Hashable, Codable {
     /// The push's identity on this device (apns-id and the gateway's sequence), as the
     /// delivered notification it became records it.
     public var deliveryKey: String { "\(apnsID)#\(sequence)" }
+
+    /// The apns-id and sequence a `deliveryKey` was made of; nil for anything else.
+    public static func push(ofDeliveryKey key: String) -> (apnsID: String, sequence: Int64)? {
+        guard let hash = key.lastIndex(of: "#"), let sequence = Int64(key[key.index(after: hash)...]) else { return nil }
+        return (String(key[..<hash]), sequence)
+    }
+
     /// The provider's `apns-topic`: the app's bundle ID plus its push type's suffix.
     public let topic: Topic
     /// The app: the topic without its push type's suffix.

@@ -465,9 +465,8 @@ public actor GatewayLink: RemoteNotificationLink {
         await report(pushes.map { PendingDeliveryEvent(event: DeviceDeliveryEvent.presented.rawValue, apnsID: $0.apnsID, sequence: $0.sequence) })
     }
 
-    public func answered(bundleIdentifier: String, requestIdentifier: String) async {
-        guard let push = try? await inbox.latestPush(bundle: bundleIdentifier, identifier: requestIdentifier) else { return }
-        await report([PendingDeliveryEvent(event: DeviceDeliveryEvent.answered.rawValue, apnsID: push.apnsID, sequence: push.sequence)])
+    public func answered(apnsID: String, sequence: Int64) async {
+        await report([PendingDeliveryEvent(event: DeviceDeliveryEvent.answered.rawValue, apnsID: apnsID, sequence: sequence)])
     }
 
     /// Durable first (the inbox keeps them across reconnects and daemon restarts, one write

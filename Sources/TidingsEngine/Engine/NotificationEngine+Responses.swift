@@ -34,10 +34,13 @@ extension NotificationEngine {
         }
         if action?.textInput != nil, text == nil { text = "" }
 
+        // A remote notification's push is read before it leaves the list, and reported answered after.
+        var answered: (apnsID: String, sequence: Int64)?
+        if case .push? = notification.request.trigger { answered = await remotePush(ofDelivered: identifier, bundle: bundle) }
         let removed = try await store.removeDelivered([identifier], for: bundle).value
         for presenter in configuration.presenters { await presenter.withdraw(bundleIdentifier: bundle, identifiers: [identifier]) }
         await releaseAttachments(of: removed.map(\.request), bundle: bundle)
-        if case .push? = notification.request.trigger { await remoteAnswered(bundle: bundle, identifier: identifier) }
+        if let answered { await remoteAnswered(answered) }
 
         if actionIdentifier == ActionIdentifier.dismiss, (category?.options ?? 0) & CategoryValue.customDismissAction == 0 {
             return

@@ -17,8 +17,9 @@ public protocol RemoteNotificationLink: Sendable {
     func presented(_ push: RemotePush) async
     /// Remote notifications shown together (one hand-off's); by default one `presented` each.
     func presented(_ pushes: [RemotePush]) async
-    /// The person answered the remote notification with this request identifier.
-    func answered(bundleIdentifier: String, requestIdentifier: String) async
+    /// The person answered the remote notification that came from this push (the apns-id
+    /// and gateway sequence its delivered notification recorded, `RemotePush.deliveryKey`).
+    func answered(apnsID: String, sequence: Int64) async
 }
 
 extension RemoteNotificationLink {
@@ -304,8 +305,16 @@ extension NotificationEngine {
         if let link = remote.link { await link.appRemoved(bundle) }
     }
 
-    func remoteAnswered(bundle: String, identifier: String) async {
-        if let link = remote.link { await link.answered(bundleIdentifier: bundle, requestIdentifier: identifier) }
+    /// The push a delivered remote notification came from, as the delivered list recorded it
+    /// (`RemotePush.deliveryKey`): what an answer to it reports. Nil without a gateway link,
+    /// or for a notification delivered before the list kept its push (nothing is reported).
+    func remotePush(ofDelivered identifier: String, bundle: String) async -> (apnsID: String, sequence: Int64)? {
+        guard remote.link != nil, let key = try? await store.deliveredPush(identifier, for: bundle).value else { return nil }
+        return RemotePush.push(ofDeliveryKey: key)
+    }
+
+    func remoteAnswered(_ push: (apnsID: String, sequence: Int64)) async {
+        if let link = remote.link { await link.answered(apnsID: push.apnsID, sequence: push.sequence) }
     }
 
     // MARK: Silent pushes

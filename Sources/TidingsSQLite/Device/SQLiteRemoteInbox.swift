@@ -1,11 +1,17 @@
 import Foundation
 import GRDB
+import GRDBSQLite
 import TidingsCore
 import TidingsStorage
 
 /// The daemon's inbox in SQLite (`remote.sqlite` in the data directory, WAL, `synchronous=FULL`
 /// for receipt). Every access goes through GRDB's async API, which runs it on the database's
 /// own serial queue: the disk is never waited for on Swift's cooperative pool.
+///
+/// Layout (docs/benchmarks.md, "Inbox layout"): `push` is one b-tree keyed by the gateway's
+/// `(sequence, apns_id)` (`WITHOUT ROWID`), so receipt appends at its right edge, plus one
+/// index `(processed, received_at)` — also appended — for the unprocessed pushes in the order
+/// received and for pruning the oldest processed ones. Nothing is keyed by a random apns-id.
 public final class SQLiteRemoteInbox: RemoteInboxStore {
     private let queue: DatabaseQueue
     public let maximumPendingEvents: Int
@@ -25,8 +31,16 @@ public final class SQLiteRemoteInbox: RemoteInboxStore {
                 throw NotificationError(.daemonUnavailable, "cannot make \(path) synchronous=FULL")
             }
         }
-        // `payload` holds the provider's bytes as a BLOB (rows written before were TEXT; both are read).
-        try queue.write { db in
+        try Self.migrator.migrate(queue)
+    }
+
+    /// The inbox's schema history. Inboxes made before the migrator have its first step's
+    /// tables already (`IF NOT EXISTS`) and no record of it: they run every step.
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        // The first layout: a rowid table with its `(apns_id, sequence)` key and a
+        // `(bundle, identifier)` index (both keyed by random apns-ids).
+        migrator.registerMigration("inbox-v1") { db in
             try db.execute(sql: """
                 CREATE TABLE IF NOT EXISTS push (
                     apns_id TEXT NOT NULL, sequence INTEGER NOT NULL, bundle TEXT NOT NULL, identifier TEXT NOT NULL,
@@ -44,6 +58,29 @@ public final class SQLiteRemoteInbox: RemoteInboxStore {
                 try db.execute(sql: "ALTER TABLE pending_event ADD COLUMN sequence INTEGER")
             }
         }
+        // Keyed by what receipt appends: the gateway's sequence first. The `(bundle,
+        // identifier)` index goes — an `answered` event names the push its delivered
+        // notification recorded (`RemotePush.deliveryKey`), not the inbox's latest with that
+        // identifier — and with it the `identifier` column. Every row is kept as it was,
+        // processed or not (a payload written as TEXT stays TEXT: both are read).
+        migrator.registerMigration("inbox-v2-by-sequence") { db in
+            try db.execute(sql: """
+                CREATE TABLE push_by_sequence (
+                    sequence INTEGER NOT NULL, apns_id TEXT NOT NULL, bundle TEXT NOT NULL,
+                    push_type TEXT NOT NULL, priority INTEGER NOT NULL, collapse_id TEXT,
+                    expires_at INTEGER NOT NULL, accepted_at INTEGER NOT NULL, payload BLOB NOT NULL,
+                    received_at INTEGER NOT NULL, processed INTEGER NOT NULL DEFAULT 0,
+                    PRIMARY KEY (sequence, apns_id)) WITHOUT ROWID;
+                INSERT INTO push_by_sequence (sequence, apns_id, bundle, push_type, priority, collapse_id, expires_at, accepted_at,
+                                              payload, received_at, processed)
+                    SELECT sequence, apns_id, bundle, push_type, priority, collapse_id, expires_at, accepted_at,
+                           payload, received_at, processed FROM push;
+                DROP TABLE push;
+                ALTER TABLE push_by_sequence RENAME TO push;
+                CREATE INDEX push_unprocessed ON push(processed, received_at);
+                """)
+        }
+        return migrator
     }
 
     static func milliseconds(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded(.down)) }
@@ -57,20 +94,45 @@ public final class SQLiteRemoteInbox: RemoteInboxStore {
             var inserted: [Bool] = []
             try db.inTransaction {
                 let insert = try db.cachedStatement(sql: """
-                    INSERT OR IGNORE INTO push (apns_id, sequence, bundle, identifier, push_type, priority, collapse_id,
+                    INSERT OR IGNORE INTO push (sequence, apns_id, bundle, push_type, priority, collapse_id,
                                                 expires_at, accepted_at, payload, received_at)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """)
                 inserted.reserveCapacity(pushes.count)
+                var texts = BoundTexts()
                 for push in pushes {
-                    try insert.execute(arguments: [push.apnsID, push.sequence, push.bundleIdentifier, push.requestIdentifier,
-                                                   push.pushType.rawValue, push.priority.rawValue, push.collapseID?.rawValue,
-                                                   push.expiresAt, push.acceptedAt, Data(push.payload), receivedAt])
+                    try Self.bindAndStep(insert.sqliteStatement, db: db, push: push, receivedAt: receivedAt, texts: &texts)
                     inserted.append(db.changesCount > 0)
                 }
                 return .commit
             }
             return inserted
+        }
+    }
+
+    /// Binds one push by hand on the cached insert and steps: GRDB's `StatementArguments`
+    /// box every value of every row (`SQLiteGatewayStore`'s insert does the same).
+    private static func bindAndStep(_ s: SQLiteStatement, db: Database, push: RemotePush, receivedAt: Int64, texts: inout BoundTexts) throws {
+        texts.reset()
+        let apnsID = texts.append(push.apnsID), bundle = texts.append(push.bundleIdentifier)
+        let pushType = texts.append(push.pushType.rawValue), collapseID = push.collapseID.map { texts.append($0.rawValue) }
+        try texts.withBytes { text in
+            try push.payload.withUnsafeBytes { payload in
+                var code = sqlite3_bind_int64(s, 1, push.sequence)
+                if code == SQLITE_OK { code = text.bind(s, 2, apnsID) }
+                if code == SQLITE_OK { code = text.bind(s, 3, bundle) }
+                if code == SQLITE_OK { code = text.bind(s, 4, pushType) }
+                if code == SQLITE_OK { code = sqlite3_bind_int64(s, 5, Int64(push.priority.rawValue)) }
+                if code == SQLITE_OK { code = text.bind(s, 6, collapseID) }
+                if code == SQLITE_OK { code = sqlite3_bind_int64(s, 7, push.expiresAt) }
+                if code == SQLITE_OK { code = sqlite3_bind_int64(s, 8, push.acceptedAt) }
+                if code == SQLITE_OK {
+                    // An empty payload is still a blob, never NULL (the column is NOT NULL).
+                    code = sqlite3_bind_blob(s, 9, payload.baseAddress ?? UnsafeRawPointer(bitPattern: 1), CInt(payload.count), BoundTexts.staticBytes)
+                }
+                if code == SQLITE_OK { code = sqlite3_bind_int64(s, 10, receivedAt) }
+                try BoundTexts.stepAndReset(s, db: db, code)
+            }
         }
     }
 
@@ -103,22 +165,25 @@ public final class SQLiteRemoteInbox: RemoteInboxStore {
 
     /// Committed with `synchronous=NORMAL` (no fsync; it survives `kill -9`, and the next FULL
     /// commit makes it durable). The connection is back at FULL before this returns, or it throws.
+    /// Each push is found by the table's key, bound by hand.
     public func markProcessed(_ pushes: [RemotePush]) async throws {
         guard !pushes.isEmpty else { return }
-        let keys = pushes.map { ($0.apnsID, $0.sequence) }
+        let keys = pushes.map { ($0.sequence, $0.apnsID) }
         try await withoutSync { db in
             try db.inTransaction {
-                let update = try db.cachedStatement(sql: "UPDATE push SET processed = 1 WHERE apns_id = ? AND sequence = ?")
-                for (apnsID, sequence) in keys { try update.execute(arguments: [apnsID, sequence]) }
+                let s = try db.cachedStatement(sql: "UPDATE push SET processed = 1 WHERE sequence = ? AND apns_id = ?").sqliteStatement
+                var texts = BoundTexts()
+                for (sequence, apnsID) in keys {
+                    texts.reset()
+                    let id = texts.append(apnsID)
+                    try texts.withBytes { text in
+                        var code = sqlite3_bind_int64(s, 1, sequence)
+                        if code == SQLITE_OK { code = text.bind(s, 2, id) }
+                        try BoundTexts.stepAndReset(s, db: db, code)
+                    }
+                }
                 return .commit
             }
-        }
-    }
-
-    public func latestPush(bundle: String, identifier: String) async throws -> (apnsID: String, sequence: Int64)? {
-        try await queue.read { db in
-            try Row.fetchOne(db, sql: "SELECT apns_id, sequence FROM push WHERE bundle = ? AND identifier = ? ORDER BY received_at DESC, sequence DESC LIMIT 1",
-                             arguments: [bundle, identifier]).map { ($0[0], $0[1]) }
         }
     }
 
@@ -127,8 +192,8 @@ public final class SQLiteRemoteInbox: RemoteInboxStore {
         return try await queue.write { db in
             // Oldest first through the (processed, received_at) index.
             try db.execute(sql: """
-                DELETE FROM push WHERE rowid IN (
-                    SELECT rowid FROM push WHERE processed = 1 AND received_at < ? ORDER BY received_at LIMIT ?)
+                DELETE FROM push WHERE (sequence, apns_id) IN (
+                    SELECT sequence, apns_id FROM push WHERE processed = 1 AND received_at < ? ORDER BY received_at LIMIT ?)
                 """, arguments: [cutoff, max(0, limit)])
             return db.changesCount
         }
@@ -150,8 +215,18 @@ public final class SQLiteRemoteInbox: RemoteInboxStore {
         let limit = maximumPendingEvents
         try await withoutSync { db in
             try db.inTransaction {
-                let insert = try db.cachedStatement(sql: "INSERT OR IGNORE INTO pending_event (apns_id, event, sequence) VALUES (?, ?, ?)")
-                for e in events { try insert.execute(arguments: [e.apnsID, e.event, e.sequence]) }
+                let s = try db.cachedStatement(sql: "INSERT OR IGNORE INTO pending_event (apns_id, event, sequence) VALUES (?, ?, ?)").sqliteStatement
+                var texts = BoundTexts()
+                for e in events {
+                    texts.reset()
+                    let apnsID = texts.append(e.apnsID), event = texts.append(e.event)
+                    try texts.withBytes { text in
+                        var code = text.bind(s, 1, apnsID)
+                        if code == SQLITE_OK { code = text.bind(s, 2, event) }
+                        if code == SQLITE_OK { code = e.sequence.map { sqlite3_bind_int64(s, 3, $0) } ?? sqlite3_bind_null(s, 3) }
+                        try BoundTexts.stepAndReset(s, db: db, code)
+                    }
+                }
                 try db.execute(sql: "DELETE FROM pending_event WHERE rowid <= (SELECT MAX(rowid) FROM pending_event) - ?", arguments: [limit])
                 return .commit
             }
@@ -170,8 +245,17 @@ public final class SQLiteRemoteInbox: RemoteInboxStore {
         guard !events.isEmpty else { return }
         try await withoutSync { db in
             try db.inTransaction {
-                let delete = try db.cachedStatement(sql: "DELETE FROM pending_event WHERE apns_id = ? AND event = ?")
-                for e in events { try delete.execute(arguments: [e.apnsID, e.event]) }
+                let s = try db.cachedStatement(sql: "DELETE FROM pending_event WHERE apns_id = ? AND event = ?").sqliteStatement
+                var texts = BoundTexts()
+                for e in events {
+                    texts.reset()
+                    let apnsID = texts.append(e.apnsID), event = texts.append(e.event)
+                    try texts.withBytes { text in
+                        var code = text.bind(s, 1, apnsID)
+                        if code == SQLITE_OK { code = text.bind(s, 2, event) }
+                        try BoundTexts.stepAndReset(s, db: db, code)
+                    }
+                }
                 return .commit
             }
         }

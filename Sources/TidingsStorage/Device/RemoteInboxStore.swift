@@ -40,8 +40,6 @@ public protocol RemoteInboxStore: Sendable {
     /// a power failure only means the push is recovered, and the engine's delivered list keeps
     /// it from showing twice). Pushes not in the inbox are ignored.
     func markProcessed(_ pushes: [RemotePush]) async throws
-    /// The apns-id and sequence of the latest push received that became this request identifier.
-    func latestPush(bundle: String, identifier: String) async throws -> (apnsID: String, sequence: Int64)?
     /// Forgets processed pushes received before `date` (they can no longer come again).
     /// At most `limit` of them, oldest first, in one write; returns how many (callers repeat
     /// while it returns `limit`, so receipt is never held behind a month of deletions).
@@ -167,12 +165,6 @@ public final class InMemoryRemoteInbox: RemoteInboxStore {
             for push in pushes {
                 if let i = s.index[Key(apnsID: push.apnsID, sequence: push.sequence)] { s.entries[i].processed = true }
             }
-        }
-    }
-
-    public func latestPush(bundle: String, identifier: String) async throws -> (apnsID: String, sequence: Int64)? {
-        state.withLock { s in
-            s.entries.last { $0.push.bundleIdentifier == bundle && $0.push.requestIdentifier == identifier }.map { ($0.push.apnsID, $0.push.sequence) }
         }
     }
 
