@@ -40,14 +40,23 @@ struct BoundTexts {
     /// Steps when the bindings succeeded (`code` is `SQLITE_OK`), then resets the statement and
     /// clears its bindings before the bound bytes go away; throws SQLite's error.
     static func stepAndReset(_ s: SQLiteStatement, db: Database, _ code: CInt) throws {
-        var code = code
-        if code == SQLITE_OK {
-            code = sqlite3_step(s)
-            if code == SQLITE_DONE { code = SQLITE_OK }
-        }
-        let message = code == SQLITE_OK ? nil : db.lastErrorMessage
-        sqlite3_reset(s)
-        sqlite3_clear_bindings(s)
+        let (code, message) = stepAndResetStatement(s, db: db, afterBinding: code)
         if code != SQLITE_OK { throw DatabaseError(resultCode: ResultCode(rawValue: code), message: message) }
     }
+}
+
+/// A statement bound by hand (`sqlite3_bind_*`, bytes bound in place): stepped once when
+/// `code`, the bindings' result, is `SQLITE_OK`, then reset with its bindings cleared before
+/// the bound bytes go away. `SQLITE_OK` for a finished step, else SQLite's code and message.
+@inline(__always)
+func stepAndResetStatement(_ s: SQLiteStatement, db: Database, afterBinding code: CInt) -> (code: CInt, message: String?) {
+    var code = code
+    if code == SQLITE_OK {
+        code = sqlite3_step(s)
+        if code == SQLITE_DONE { code = SQLITE_OK }
+    }
+    let message = code == SQLITE_OK ? nil : db.lastErrorMessage
+    sqlite3_reset(s)
+    sqlite3_clear_bindings(s)
+    return (code, message)
 }

@@ -434,14 +434,7 @@ public final class SQLiteDeviceStore: DeviceStore {
                             code = sqlite3_bind_blob(s, 4, body.baseAddress ?? UnsafeRawPointer(bitPattern: 1), CInt(body.count), staticBytes)
                         }
                         if code == SQLITE_OK { code = bindPush(5) }
-                        if code == SQLITE_OK {
-                            code = sqlite3_step(s)
-                            if code == SQLITE_DONE { code = SQLITE_OK }
-                        }
-                        let message = code == SQLITE_OK ? nil : db.lastErrorMessage
-                        sqlite3_reset(s)
-                        sqlite3_clear_bindings(s)
-                        return (code, message)
+                        return stepAndResetStatement(s, db: db, afterBinding: code)
                     }
                     guard push != nil else { return step { sqlite3_bind_null(s, $0) } }
                     return push!.withUTF8 { key in step { bindText($0, key) } }

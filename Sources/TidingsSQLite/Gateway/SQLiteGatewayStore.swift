@@ -556,14 +556,7 @@ public final class SQLiteGatewayStore: GatewayStore {
                     // An empty payload is still a blob, never NULL (the column is NOT NULL).
                     code = sqlite3_bind_blob(s, 11, payload.baseAddress ?? UnsafeRawPointer(bitPattern: 1), CInt(payload.count), staticBytes)
                 }
-                if code == SQLITE_OK {
-                    code = sqlite3_step(s)
-                    if code == SQLITE_DONE { code = SQLITE_OK }
-                }
-                let message = code == SQLITE_OK ? nil : db.lastErrorMessage
-                sqlite3_reset(s)
-                sqlite3_clear_bindings(s)
-                return (code, message)
+                return stepAndResetStatement(s, db: db, afterBinding: code)
             }
         }
         if code != SQLITE_OK { throw DatabaseError(resultCode: ResultCode(rawValue: code), message: message) }
