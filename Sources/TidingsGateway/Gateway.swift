@@ -447,9 +447,13 @@ public final class Gateway: Service, Sendable {
         let servers = runState.withLock { $0.servers }
         for server in servers { try? await server.close() }
         let committer = core.committer
+        let core = self.core
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             Thread {
                 committer.stop()
+                // The connections are closed: nothing queues registry writes any more; those
+                // queued complete on the loops while they still run.
+                core.drainRegistry()
                 continuation.resume()
             }.start()
         }
