@@ -101,6 +101,10 @@ public actor GatewayLink: RemoteNotificationLink {
     /// Events this run kept for the gateway and has not seen confirmed (bounds receipt with
     /// `maximumUnconfirmedEvents`); back to 0 when the inbox holds none.
     private var unconfirmedEvents = 0
+    /// Reports kept in the inbox so far: the sender reads the inbox again when one came while
+    /// it was reading (else it would return on an empty read, leave those events unsent until
+    /// the next report, and zero `unconfirmedEvents` under them — seen in CI).
+    private var eventReports = 0
     /// Events sent at once before waiting for their confirmations: the gateway's default
     /// `deviceMaximumPendingEvents` (one window is one of its transactions). With 256, a
     /// 100,000 backlog presented at 4,000 pushes/s, paced by its events (load ≈ 7); with
@@ -477,6 +481,7 @@ public actor GatewayLink: RemoteNotificationLink {
         do {
             try await inbox.addPendingEvents(events)
             unconfirmedEvents += events.count
+            eventReports &+= 1
         } catch {
             logger.warning("could not keep delivery events", metadata: ["events": "\(events.count)", "error": "\(error)"])
             if case .connected(let connection) = phase {
@@ -501,8 +506,10 @@ public actor GatewayLink: RemoteNotificationLink {
     private func sendEvents(on connection: DeviceConnection) async {
         defer { sendingEvents = false }
         while case .connected(let current) = phase, current === connection {
+            let reportsBefore = eventReports
             guard let window = try? await inbox.pendingEvents(limit: Self.eventWindow) else { return }
             guard !window.isEmpty else {
+                if eventReports != reportsBefore { continue }  // kept while this read ran: read again
                 unconfirmedEvents = 0
                 wakeWaiters()
                 return
