@@ -45,11 +45,13 @@ public final class BatchWriter: Sendable {
     /// sequence"). Filled only as the database is used.
     public static let pageCacheKiB = 16_384
 
-    /// Opens (creating) a database file in WAL mode with `synchronous = FULL`, read back to be sure.
-    public static func open(path: String) throws -> DatabaseQueue {
+    /// Opens (creating) a database file in WAL mode with `synchronous = FULL`, read back to be
+    /// sure, and the daemon's page cache (`pageCacheKiB`); a statement waits `busyTimeout`
+    /// seconds for another connection's lock.
+    public static func open(path: String, busyTimeout: TimeInterval = 5) throws -> DatabaseQueue {
         var configuration = Configuration()
         configuration.journalMode = .wal
-        configuration.busyMode = .timeout(5)
+        configuration.busyMode = .timeout(busyTimeout)
         let queue = try DatabaseQueue(path: path, configuration: configuration)
         // GRDB sets synchronous=NORMAL for WAL after prepareDatabase; set FULL afterwards.
         try queue.writeWithoutTransaction { db in

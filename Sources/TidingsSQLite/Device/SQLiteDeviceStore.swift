@@ -410,38 +410,24 @@ public final class SQLiteDeviceStore: DeviceStore {
                                           date: Date(timeIntervalSinceReferenceDate: existing["date"]))
     }
 
-    /// `SQLITE_STATIC`: SQLite reads the bound bytes in place during the step; they outlive it.
-    private static let staticBytes: sqlite3_destructor_type? = nil
-
-    /// Binds the insert's five values in place (`SQLITE_STATIC`, no copy) and steps; the
-    /// bindings are cleared before the strings and bytes they point into go away.
+    /// Binds the insert's five values in place (`BoundTexts`: the texts copied once into one
+    /// buffer, the body where it lies) and steps; the bindings are cleared before they go away.
     private static func bindAndStep(_ s: SQLiteStatement, db: Database, bundleIdentifier: String, identifier: String, date: Double, body: Data, push: String?) throws {
-        var bundle = bundleIdentifier, identifier = identifier, push = push
-        let (code, message): (CInt, String?) = bundle.withUTF8 { bundle in
-            identifier.withUTF8 { identifier in
-                body.withUnsafeBytes { body in
-                    func bindText(_ index: CInt, _ text: UnsafeBufferPointer<UInt8>) -> CInt {
-                        // A zero-length text still needs a non-null pointer (NULL would bind NULL).
-                        let start = UnsafeRawPointer(text.baseAddress) ?? UnsafeRawPointer(bitPattern: 1)!
-                        return sqlite3_bind_text(s, index, start.assumingMemoryBound(to: CChar.self), CInt(text.count), staticBytes)
-                    }
-                    func step(push bindPush: (CInt) -> CInt) -> (CInt, String?) {
-                        var code = bindText(1, bundle)
-                        if code == SQLITE_OK { code = bindText(2, identifier) }
-                        if code == SQLITE_OK { code = sqlite3_bind_double(s, 3, date) }
-                        if code == SQLITE_OK {
-                            // An empty body is still a blob, never NULL (the column is NOT NULL).
-                            code = sqlite3_bind_blob(s, 4, body.baseAddress ?? UnsafeRawPointer(bitPattern: 1), CInt(body.count), staticBytes)
-                        }
-                        if code == SQLITE_OK { code = bindPush(5) }
-                        return stepAndResetStatement(s, db: db, afterBinding: code)
-                    }
-                    guard push != nil else { return step { sqlite3_bind_null(s, $0) } }
-                    return push!.withUTF8 { key in step { bindText($0, key) } }
+        var texts = BoundTexts()
+        let bundle = texts.append(bundleIdentifier), id = texts.append(identifier), key = push.map { texts.append($0) }
+        try texts.withBytes { text in
+            try body.withUnsafeBytes { body in
+                var code = text.bind(s, 1, bundle)
+                if code == SQLITE_OK { code = text.bind(s, 2, id) }
+                if code == SQLITE_OK { code = sqlite3_bind_double(s, 3, date) }
+                if code == SQLITE_OK {
+                    // An empty body is still a blob, never NULL (the column is NOT NULL).
+                    code = sqlite3_bind_blob(s, 4, body.baseAddress ?? UnsafeRawPointer(bitPattern: 1), CInt(body.count), BoundTexts.staticBytes)
                 }
+                if code == SQLITE_OK { code = text.bind(s, 5, key) }  // nil: NULL
+                try BoundTexts.stepAndReset(s, db: db, code)
             }
         }
-        if code != SQLITE_OK { throw DatabaseError(resultCode: ResultCode(rawValue: code), message: message) }
     }
 
     private static func delivered(_ row: Row) throws -> DeliveredNotificationValue {

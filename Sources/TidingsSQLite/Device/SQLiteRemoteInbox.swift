@@ -18,19 +18,8 @@ public final class SQLiteRemoteInbox: RemoteInboxStore {
 
     public init(path: String, maximumPendingEvents: Int = RemoteInboxDefaults.maximumPendingEvents) throws {
         self.maximumPendingEvents = maximumPendingEvents
-        var configuration = Configuration()
-        configuration.journalMode = .wal
-        configuration.busyMode = .timeout(10)
-        queue = try DatabaseQueue(path: path, configuration: configuration)
-        // GRDB sets synchronous=NORMAL for WAL; a received push must survive power loss
-        // before it is acknowledged: FULL, read back.
-        try queue.writeWithoutTransaction { db in
-            try db.execute(sql: "PRAGMA synchronous = FULL")
-            try db.execute(sql: "PRAGMA cache_size = -\(BatchWriter.pageCacheKiB)")
-            guard try Int.fetchOne(db, sql: "PRAGMA synchronous") == 2 else {
-                throw NotificationError(.daemonUnavailable, "cannot make \(path) synchronous=FULL")
-            }
-        }
+        // A received push must survive power loss before it is acknowledged: FULL, read back.
+        queue = try BatchWriter.open(path: path, busyTimeout: 10)
         try Self.migrator.migrate(queue)
     }
 
@@ -215,20 +204,27 @@ public final class SQLiteRemoteInbox: RemoteInboxStore {
         let limit = maximumPendingEvents
         try await withoutSync { db in
             try db.inTransaction {
-                let s = try db.cachedStatement(sql: "INSERT OR IGNORE INTO pending_event (apns_id, event, sequence) VALUES (?, ?, ?)").sqliteStatement
-                var texts = BoundTexts()
-                for e in events {
-                    texts.reset()
-                    let apnsID = texts.append(e.apnsID), event = texts.append(e.event)
-                    try texts.withBytes { text in
-                        var code = text.bind(s, 1, apnsID)
-                        if code == SQLITE_OK { code = text.bind(s, 2, event) }
-                        if code == SQLITE_OK { code = e.sequence.map { sqlite3_bind_int64(s, 3, $0) } ?? sqlite3_bind_null(s, 3) }
-                        try BoundTexts.stepAndReset(s, db: db, code)
-                    }
-                }
+                try Self.step(db.cachedStatement(sql: "INSERT OR IGNORE INTO pending_event (apns_id, event, sequence) VALUES (?, ?, ?)"),
+                              db: db, forEach: events, withSequence: true)
                 try db.execute(sql: "DELETE FROM pending_event WHERE rowid <= (SELECT MAX(rowid) FROM pending_event) - ?", arguments: [limit])
                 return .commit
+            }
+        }
+    }
+
+    /// Steps `statement` once per event, bound by hand: its apns-id and stage as parameters 1
+    /// and 2, and with `withSequence` its sequence (or NULL) as 3.
+    private static func step(_ statement: Statement, db: Database, forEach events: [PendingDeliveryEvent], withSequence: Bool) throws {
+        let s = statement.sqliteStatement
+        var texts = BoundTexts()
+        for e in events {
+            texts.reset()
+            let apnsID = texts.append(e.apnsID), event = texts.append(e.event)
+            try texts.withBytes { text in
+                var code = text.bind(s, 1, apnsID)
+                if code == SQLITE_OK { code = text.bind(s, 2, event) }
+                if code == SQLITE_OK, withSequence { code = e.sequence.map { sqlite3_bind_int64(s, 3, $0) } ?? sqlite3_bind_null(s, 3) }
+                try BoundTexts.stepAndReset(s, db: db, code)
             }
         }
     }
@@ -245,17 +241,8 @@ public final class SQLiteRemoteInbox: RemoteInboxStore {
         guard !events.isEmpty else { return }
         try await withoutSync { db in
             try db.inTransaction {
-                let s = try db.cachedStatement(sql: "DELETE FROM pending_event WHERE apns_id = ? AND event = ?").sqliteStatement
-                var texts = BoundTexts()
-                for e in events {
-                    texts.reset()
-                    let apnsID = texts.append(e.apnsID), event = texts.append(e.event)
-                    try texts.withBytes { text in
-                        var code = text.bind(s, 1, apnsID)
-                        if code == SQLITE_OK { code = text.bind(s, 2, event) }
-                        try BoundTexts.stepAndReset(s, db: db, code)
-                    }
-                }
+                try Self.step(db.cachedStatement(sql: "DELETE FROM pending_event WHERE apns_id = ? AND event = ?"),
+                              db: db, forEach: events, withSequence: false)
                 return .commit
             }
         }
