@@ -199,28 +199,28 @@ public final class DeviceConnection: Sendable {
         return true
     }
 
-    /// Whether the gateway takes several events in one message (its `welcome` said
-    /// `"eventBatches":true`).
-    public var gatewayTakesEventBatches: Bool { shared.batchedEvents }
-
     /// At most this many events in one `events` message: each is at most ≈ 110 bytes on the
     /// wire (a UUID, a stage, a sequence), so a message stays far under the gateway's 64 KiB frame.
     public static let maximumEventsPerMessage = 256
 
     /// Reports several later stages at once and waits until the gateway has made them all
-    /// durable (one `eventRecorded`); true then. To a gateway without event batches each goes
-    /// as its own `record` (all confirmed: true; an older gateway that confirms none: false).
-    /// At most `maximumEventsPerMessage` (more: `precondition`). Throws as `record` does.
+    /// durable (one `eventRecorded`); true then. To a gateway whose welcome did not say
+    /// `"eventBatches":true` each goes as its own `record`, all at once (all confirmed: true; an
+    /// older gateway that confirms none: false). At most `maximumEventsPerMessage` (more:
+    /// `precondition`). Throws as `record` does, when any of them failed.
     @discardableResult
     public func record(_ events: [DeviceEventItem]) async throws -> Bool {
         precondition(events.count <= Self.maximumEventsPerMessage, "at most \(Self.maximumEventsPerMessage) events in one message")
         guard !events.isEmpty else { return true }
         guard shared.batchedEvents else {
-            var confirmed = true
-            for e in events {
-                confirmed = try await record(DeviceDeliveryEvent(rawValue: e.event), apnsID: e.apnsID, sequence: e.sequence) && confirmed
+            return try await withThrowingTaskGroup(of: Bool.self) { group in
+                for e in events {
+                    group.addTask { try await self.record(DeviceDeliveryEvent(rawValue: e.event), apnsID: e.apnsID, sequence: e.sequence) }
+                }
+                var confirmed = true
+                for try await one in group { confirmed = confirmed && one }
+                return confirmed
             }
-            return confirmed
         }
         let reply = try await request { id in .events(requestID: id, events: events) }
         guard case .eventRecorded = reply else { throw DeviceClientError(reason: "ProtocolError", message: "unexpected \(reply)") }

@@ -271,54 +271,10 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
             for sequence in sequences { acknowledged(sequence, session: session) }
             return
         case .event(let apnsID, let event, let requestID, let sequence):
-            // What is queued is small and known: an apns-id is a UUID; an event the gateway
-            // does not record (a newer device's) is confirmed at once, nothing kept.
-            guard (try? APNsID(header: apnsID)) != nil else {
-                if let requestID {
-                    send(.error(requestID: requestID, reason: APNsReason.badMessageId.rawValue, message: "apnsID is not a UUID"), context: context)
-                }
-                return
-            }
-            let known = DeliveryEvent(rawValue: event)
-            guard known == .presented || known == .answered else {
-                if let requestID { send(.eventRecorded(requestID: requestID), context: context) }
-                return
-            }
-            guard pendingEvents.count < core.configuration.deviceMaximumPendingEvents else {
-                if let requestID {
-                    send(.error(requestID: requestID, reason: Self.tooManyRequests, message: "too many delivery events waiting"), context: context)
-                }
-                return
-            }
-            pendingEvents.append(((known, apnsID, sequence), requestID))
+            queueEvents(CollectionOfOne(DeviceEventItem(apnsID: apnsID, event: event, sequence: sequence)), requestID: requestID, context: context)
             return
         case .events(let requestID, let items):
-            // All or nothing: the whole message is refused when it would pass the bound of
-            // waiting events or names an apns-id that is not a UUID; otherwise its events go
-            // to the store together (they are queued at once, so they land in one batch) and
-            // the one `eventRecorded` is sent with the last of them. Other stages than
-            // `presented` and `answered` are confirmed, not recorded (as for `event`).
-            guard pendingEvents.count + items.count <= core.configuration.deviceMaximumPendingEvents else {
-                send(.error(requestID: requestID, reason: Self.tooManyRequests,
-                            message: "\(items.count) delivery events; at most \(core.configuration.deviceMaximumPendingEvents) wait"), context: context)
-                return
-            }
-            var reports: [DeviceEventReport] = []
-            reports.reserveCapacity(items.count)
-            for item in items {
-                guard (try? APNsID(header: item.apnsID)) != nil else {
-                    send(.error(requestID: requestID, reason: APNsReason.badMessageId.rawValue, message: "an apnsID is not a UUID"), context: context)
-                    return
-                }
-                let known = DeliveryEvent(rawValue: item.event)
-                if known == .presented || known == .answered { reports.append((known, item.apnsID, item.sequence)) }
-            }
-            guard let last = reports.popLast() else {
-                send(.eventRecorded(requestID: requestID), context: context)
-                return
-            }
-            for report in reports { pendingEvents.append((report, nil)) }
-            pendingEvents.append((last, requestID))
+            queueEvents(items, requestID: requestID, context: context)
             return
         default:
             break
@@ -412,6 +368,41 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
         } else {
             send(.error(requestID: requestID, reason: APNsReason.internalServerError.rawValue, message: "\(error)"), context: context)
         }
+    }
+
+    /// Queues the events of one `event` or `events` message for the store, all or nothing. What
+    /// is queued is small and known: every apns-id must be a UUID (else `BadMessageId`), and the
+    /// recordable ones (`presented`, `answered`) must fit beside those waiting, at most
+    /// `deviceMaximumPendingEvents` (else `TooManyRequests`); stages the gateway does not record
+    /// (a newer device's) are confirmed, not kept. They are queued together, so they land in
+    /// one batch, and the message's one `eventRecorded` goes with the last of them. Without a
+    /// `requestID` (devices before confirmations) nothing is answered.
+    private func queueEvents(_ items: some Collection<DeviceEventItem>, requestID: Int64?, context: ChannelHandlerContext) {
+        var reports: [DeviceEventReport] = []
+        reports.reserveCapacity(items.count)
+        for item in items {
+            guard (try? APNsID(header: item.apnsID)) != nil else {
+                if let requestID {
+                    send(.error(requestID: requestID, reason: APNsReason.badMessageId.rawValue, message: "an apnsID is not a UUID"), context: context)
+                }
+                return
+            }
+            let known = DeliveryEvent(rawValue: item.event)
+            if known == .presented || known == .answered { reports.append((known, item.apnsID, item.sequence)) }
+        }
+        guard let last = reports.popLast() else {
+            if let requestID { send(.eventRecorded(requestID: requestID), context: context) }
+            return
+        }
+        guard pendingEvents.count + reports.count < core.configuration.deviceMaximumPendingEvents else {
+            if let requestID {
+                send(.error(requestID: requestID, reason: Self.tooManyRequests,
+                            message: "too many delivery events waiting (at most \(core.configuration.deviceMaximumPendingEvents))"), context: context)
+            }
+            return
+        }
+        for report in reports { pendingEvents.append((report, nil)) }
+        pendingEvents.append((last, requestID))
     }
 
     /// Hands the events read so far to the registry queue in one batch (one transaction), if

@@ -624,6 +624,39 @@ struct DeviceChannelLimitsTests {
     }
 }
 
+/// The device's `record(_ events:)` against a gateway whose welcome does not say
+/// `"eventBatches":true` (one that predates `events`): each event goes as its own `event`
+/// request, all at once, and the call returns once every one is confirmed.
+@Test func eventsGoOneByOneToAGatewayWithoutBatches() async throws {
+    let shared = DeviceConnectionShared(pushes: DevicePushBuffer())
+    let channel = NIOAsyncTestingChannel()
+    try await channel.pipeline.addHandler(DeviceClientHandler(shared: shared, key: P256.Signing.PrivateKey(), logger: Logger(label: "test"), pingInterval: nil))
+    try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1))
+    try await channel.writeInbound(ByteBuffer(bytes: DeviceMessage.welcome(deviceID: "ab", batchedAcks: true, recordsEvents: true).encoded()))
+    let connection = DeviceConnection(deviceID: "ab", channel: channel, shared: shared, pushes: DevicePushes(buffer: DevicePushBuffer()))
+    let items = [DeviceEventItem(apnsID: "a", event: "presented", sequence: 1), DeviceEventItem(apnsID: "b", event: "answered", sequence: 2)]
+    let recording = Task { try await connection.record(items) }
+    var sent: [DeviceMessage] = []
+    while sent.count < 2 {
+        var buffer = try await channel.waitForOutboundWrite(as: ByteBuffer.self)
+        while let length = buffer.readInteger(as: UInt32.self), let bytes = buffer.readBytes(length: Int(length)) {
+            sent.append(try DeviceMessage(decoding: bytes))
+        }
+    }
+    var requests: [Int64] = []
+    var events: [DeviceEventItem] = []
+    for message in sent {
+        guard case .event(let apnsID, let event, let id?, let sequence) = message else { Issue.record("not an event request: \(message)"); continue }
+        requests.append(id)
+        events.append(DeviceEventItem(apnsID: apnsID, event: event, sequence: sequence))
+    }
+    #expect(Set(events.map(\.apnsID)) == ["a", "b"] && Set(events) == Set(items), "each event as its own message: \(sent)")
+    #expect(Set(requests).count == 2)
+    for id in requests { try await channel.writeInbound(ByteBuffer(bytes: DeviceMessage.eventRecorded(requestID: id).encoded())) }
+    #expect(try await recording.value, "confirmed once both are")
+    _ = try? await channel.finish()
+}
+
 /// The device's side of the keep-alive, on an `EmbeddedChannel` (time advanced by hand).
 @Suite("Device keep-alive")
 struct DeviceKeepAliveTests {

@@ -514,9 +514,9 @@ public actor GatewayLink: RemoteNotificationLink {
                 wakeWaiters()
                 return
             }
-            // A gateway that takes event batches gets the window in a few `events` messages
-            // (one reply each); an older one, one `event` per event.
-            let perMessage = connection.gatewayTakesEventBatches ? DeviceConnection.maximumEventsPerMessage : 1
+            // In `events` messages of at most `maximumEventsPerMessage`, one reply each (to an
+            // older gateway `record` sends one `event` per event itself).
+            let perMessage = DeviceConnection.maximumEventsPerMessage
             let done = await withTaskGroup(of: [PendingDeliveryEvent].self) { group in
                 for start in stride(from: 0, to: window.count, by: perMessage) {
                     let part = Array(window[start..<min(start + perMessage, window.count)])
