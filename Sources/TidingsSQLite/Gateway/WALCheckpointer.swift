@@ -27,8 +27,7 @@ import Synchronization
 /// `catchUpPages` frames left, the writer copies those itself after its commit (one small
 /// `PASSIVE` checkpoint): its next transaction starts the WAL over.
 final class WALCheckpointer: Sendable {
-    /// The checkpointer's bookkeeping; with `catchUpPages`, what to do after a commit is
-    /// `afterCommit`'s answer.
+    /// The checkpointer's bookkeeping; what to do after a commit is `afterCommit`'s answer.
     struct State {
         var pending = false
         var running = false
@@ -43,8 +42,14 @@ final class WALCheckpointer: Sendable {
         enum Step: Equatable { case none, wake, catchUp }
 
         /// After a commit that left `pages` frames in the WAL (below the limit): wake the
-        /// background thread, copy the last frames on the writer, or nothing.
-        mutating func afterCommit(pages: CInt, checkpointPages: CInt, catchUpPages: CInt) -> Step {
+        /// background thread, copy the last frames on the writer, or nothing. Without
+        /// `catchUpPages` (the gateway's store) only the wake-up, also while a checkpoint runs.
+        mutating func afterCommit(pages: CInt, checkpointPages: CInt, catchUpPages: CInt?) -> Step {
+            guard let catchUpPages else {
+                guard pages >= checkpointPages, !pending, !stopping else { return .none }
+                pending = true
+                return .wake
+            }
             // Fewer frames than copied: the WAL started over.
             if pages < backfilled { backfilled = 0 }
             guard pages >= checkpointPages, !pending, !running, !stopping else { return .none }
@@ -134,19 +139,12 @@ final class WALCheckpointer: Sendable {
             // On the writer, inside its commit: what SQLite's auto-checkpoint would do.
             sqlite3_wal_checkpoint_v2(connection, name, SQLITE_CHECKPOINT_PASSIVE, nil, nil)
             state.withLock { $0.writer += 1 }
-        } else if let catchUpPages {
+        } else {
             switch state.withLock({ $0.afterCommit(pages: pages, checkpointPages: checkpointPages, catchUpPages: catchUpPages) }) {
             case .none: break
             case .wake: wake.signal()
             case .catchUp: sqlite3_wal_checkpoint_v2(connection, name, SQLITE_CHECKPOINT_PASSIVE, nil, nil)
             }
-        } else if pages >= checkpointPages {
-            let signal = state.withLock { s in
-                if s.pending || s.stopping { return false }
-                s.pending = true
-                return true
-            }
-            if signal { wake.signal() }
         }
     }
 
