@@ -27,7 +27,8 @@
 # for the gateway. Binaries: TIDINGS / DEVICE (gateway-bench), else built in release into
 # .build-bench (as Benchmarks/soak.sh). Ports (127.0.0.1 only): REMOTE_PORT (provider),
 # REMOTE_PORT-1 (device channel), REMOTE_PORT+1 (admin). Every process started here is
-# stopped by its PID.
+# stopped by its PID. KEEP=SECONDS: on a failure, the processes stay up that long first (to
+# look at the gateway's /metrics, the databases, the daemon) — how the lost events were found.
 set -euo pipefail
 PUSHES="${1:-20000}"
 BACKLOG="${2:-100000}"
@@ -59,14 +60,20 @@ per_push() { awk -v t="$1" -v n="$2" 'BEGIN{printf "%.0f", t * 10000 / n}'; }  #
 presented() { curl -s "http://127.0.0.1:$ADMIN_PORT/metrics" | awk '/^tidings_gateway_delivery_events_total\{event="presented"\}/{printf "%d\n", $2; f=1} END{if(!f) print 0}'; }
 devices() { curl -s "http://127.0.0.1:$ADMIN_PORT/metrics" | awk '/^tidings_gateway_connected_devices /{printf "%d\n", $2; f=1} END{if(!f) print 0}'; }
 last_seq() { sqlite3 "$G/gateway.sqlite" "SELECT COALESCE(MAX(seq), 0) FROM gw_pushes"; }
+# A failure: its lines on stderr, the processes kept up for KEEP seconds, then the exit.
+fail() {
+  printf '%s\n' "$@" >&2
+  [ -n "${KEEP:-}" ] && sleep "$KEEP"
+  exit 1
+}
 wait_presented() {  # until the count reaches $1 (60 s without progress: fail)
   local last=-1 still=0 n
   while :; do
     n=$(presented)
     [ "$n" -ge "$1" ] && return 0
     if [ "$n" = "$last" ]; then still=$((still + 1)); else still=0; last=$n; fi
-    [ "$still" -ge 300 ] && { echo "stuck at $n presented of $1; daemon log:"; tail -20 "$WORK/daemon.log"; [ -n "${KEEP:-}" ] && sleep "$KEEP"; exit 1; }
-    kill -0 "$DAEMON" 2>/dev/null || { echo "the daemon exited at $n presented of $1:"; tail -20 "$WORK/daemon.log"; [ -n "${KEEP:-}" ] && sleep "$KEEP"; exit 1; }
+    [ "$still" -ge 300 ] && fail "stuck at $n presented of $1; daemon log:" "$(tail -20 "$WORK/daemon.log")"
+    kill -0 "$DAEMON" 2>/dev/null || fail "the daemon exited at $n presented of $1:" "$(tail -20 "$WORK/daemon.log")"
     sleep 0.2
   done
 }
@@ -115,15 +122,15 @@ JWT="$("$TIDINGS" keys token --key "$WORK/key.p8" --key-id REMOTEKEY1 --team TEA
 h2() {  # h2() TOKEN N STREAMS [CONNECTIONS]
   h2load -n "$2" -c "${4:-1}" -m "$3" -d "$ROOT/Benchmarks/gateway/body.json" -H content-type:application/json \
     -H apns-topic:$BUNDLE -H apns-push-type:alert -H "authorization: bearer $JWT" "https://127.0.0.1:$PORT/3/device/$1" > "$WORK/h2load.log" 2>&1
-  grep -q "status codes: $2 2xx" "$WORK/h2load.log" || { echo "h2load: not all 2xx:" >&2; grep -E "status codes|requests:" "$WORK/h2load.log" >&2
-    curl -s "http://127.0.0.1:$ADMIN_PORT/metrics" | grep -E "^tidings_gateway_(pushes_rejected|connections_(refused|closed_early))" >&2; tail -5 "$WORK/gateway.log" >&2; [ -n "${KEEP:-}" ] && sleep "$KEEP"; return 1; }
+  grep -q "status codes: $2 2xx" "$WORK/h2load.log" || fail "h2load: not all 2xx:" "$(grep -E "status codes|requests:" "$WORK/h2load.log")" \
+    "$(curl -s "http://127.0.0.1:$ADMIN_PORT/metrics" | grep -E "^tidings_gateway_(pushes_rejected|connections_(refused|closed_early))")" "$(tail -5 "$WORK/gateway.log")"
   awk '/^finished in/{printf "%s req/s accepted", $4}' "$WORK/h2load.log"
 }
 echo "remote-processes: $PUSHES pushes per round, $ROUNDS rounds, backlog $BACKLOG; $(nproc) cores; load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # One at a time.
 seq0=$(last_seq); p0=$(presented)
-accepted=$(h2 "$TOKEN" 300 1)
+h2 "$TOKEN" 300 1 >/dev/null
 wait_presented $((p0 + 300))
 echo "one at a time (300): $(latency "$seq0") | load $(load)"
 
