@@ -409,7 +409,7 @@ func measureDeliveredStore(total: Int) async throws {
         if index % step < 32 || index == total {
             let n = Double(index - windowStart.index)
             let wall = ContinuousClock.now - windowStart.wall
-            print("delivered \(windowStart.index)–\(index): CPU \(String(format: "%.1f", (cpuSeconds() - windowStart.cpu) / n * 1e6)) µs, wall \(String(format: "%.1f", (Double(wall.components.seconds) + Double(wall.components.attoseconds) / 1e18) / n * 1e6)) µs per notification (load \(loadAverage()))")
+            print("delivered \(windowStart.index)–\(index): CPU \(String(format: "%.1f", (cpuSeconds() - windowStart.cpu) / n * 1e6)) µs, wall \(String(format: "%.1f", secondsOf(wall) / n * 1e6)) µs per notification (load \(loadAverage()))")
             windowStart = (cpuSeconds(), ContinuousClock.now, index)
         }
     }
