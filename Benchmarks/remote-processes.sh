@@ -29,10 +29,14 @@
 # REMOTE_PORT-1 (device channel), REMOTE_PORT+1 (admin). Every process started here is
 # stopped by its PID. KEEP=SECONDS: on a failure, the processes stay up that long first (to
 # look at the gateway's /metrics, the databases, the daemon) — how the lost events were found.
+# DELIVERED_LIMIT: the daemon's --delivered-limit (default: every push of the run is kept).
 set -euo pipefail
 PUSHES="${1:-20000}"
 BACKLOG="${2:-100000}"
 ROUNDS="${3:-3}"
+# Every push stays in the delivered list (for provider → shown) unless DELIVERED_LIMIT is set
+# (e.g. 1000, the daemon's default: then "shown" is of the pushes still listed).
+DELIVERED_LIMIT="${DELIVERED_LIMIT:-$((300 + (PUSHES + 1) * ROUNDS + BACKLOG + 1000))}"
 PORT="${REMOTE_PORT:-14297}"
 DEV_PORT=$((PORT - 1)); ADMIN_PORT=$((PORT + 1))
 for p in "$PORT" "$DEV_PORT" "$ADMIN_PORT"; do
@@ -78,14 +82,15 @@ wait_presented() {  # until the count reaches $1 (60 s without progress: fail)
   done
 }
 # The daemon's pushes after seq $1: provider → shown (the delivered list's date: the engine's
-# clock when it delivered the push, read from device.sqlite) and provider → presented (the
+# clock when it delivered the push, read from device.sqlite; of the pushes still in the list,
+# every one unless DELIVERED_LIMIT was set) and provider → presented (the
 # gateway's record of the `presented` event), p50 / p99 / max in ms, and the rate.
 latency() {
   sqlite3 -separator ' ' "$G/gateway.sqlite" "ATTACH '$D/device.sqlite' AS device;
-      SELECT p.presented_at - p.accepted_at, CAST((d.date + 978307200) * 1000 AS INTEGER) - p.accepted_at, p.accepted_at, p.presented_at
-      FROM gw_pushes p JOIN device.delivered d ON d.identifier = p.apns_id
+      SELECT p.presented_at - p.accepted_at, COALESCE(CAST((d.date + 978307200) * 1000 AS INTEGER) - p.accepted_at, ''), p.accepted_at, p.presented_at
+      FROM gw_pushes p LEFT JOIN device.delivered d ON d.identifier = p.apns_id
       WHERE p.seq > $1 AND p.presented_at IS NOT NULL" > "$WORK/latency"
-  pcts() { cut -d' ' -f"$1" "$WORK/latency" | sort -n | awk '{v[NR] = $1} END{printf "p50 %d / p99 %d / max %d", v[int(NR * 0.5) + 1], v[int(NR * 0.99) + 1], v[NR]}'; }
+  pcts() { cut -d' ' -f"$1" "$WORK/latency" | grep -v '^$' | sort -n | awk '{v[NR] = $1} END{printf "p50 %d / p99 %d / max %d", v[int(NR * 0.5) + 1], v[int(NR * 0.99) + 1], v[NR]}'; }
   awk -v shown="$(pcts 2)" -v presented="$(pcts 1)" '{if (NR == 1 || $3 < first) first = $3; if ($4 > last) last = $4}
     END{printf "%d presented; provider → shown %s ms, → presented %s ms; %.0f pushes/s (first accepted → last presented %d ms)",
         NR, shown, presented, NR * 1000 / (last - first), last - first}' "$WORK/latency"
@@ -106,7 +111,7 @@ TOKEN="$("$DEVICE" token 127.0.0.1 "$DEV_PORT" "$CERT" "$BUNDLE" "$D/device-key.
 
 DAEMON=
 start_daemon() {
-  "$TIDINGS" daemon --data-dir "$D" --socket "$D/daemon.sock" --consent grant --development --quiet --web-port 0 \
+  "$TIDINGS" daemon --data-dir "$D" --socket "$D/daemon.sock" --consent grant --development --quiet --web-port 0 --delivered-limit "$DELIVERED_LIMIT" \
     --gateway 127.0.0.1:$DEV_PORT --gateway-cert "$CERT" --log-level error >> "$WORK/daemon.log" 2>&1 &
   DAEMON=$!; PIDS+=("$DAEMON")
 }

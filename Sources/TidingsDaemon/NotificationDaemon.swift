@@ -29,6 +29,8 @@ public struct DaemonConfiguration: Sendable {
     public var developmentMode: Bool
     /// iOS's 64 pending requests per app, instead of no limit.
     public var iOSPendingLimit: Bool
+    /// Delivered notifications kept per app (`EngineConfiguration.deliveredLimit`).
+    public var deliveredLimit = EngineConfiguration.defaultDeliveredLimit
     public var terminalPresenter: Bool
     /// A gpsd server to follow for location triggers (`host:port`); nil: positions come
     /// only from `tidings location`.
@@ -189,6 +191,7 @@ public func buildDaemon(_ configuration: DaemonConfiguration) async throws -> No
         presenters: presenters,
         launcher: ProcessLauncher(socketPath: socketPath, logger: configuration.logger),
         pendingLimit: configuration.iOSPendingLimit ? EngineConfiguration.iOSPendingLimit : nil,
+        deliveredLimit: configuration.deliveredLimit,
         serviceExtensions: serviceExtensionRunner,
         logger: configuration.logger))
     let gatewayLink = try configuration.gateway.map {

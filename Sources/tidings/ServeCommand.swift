@@ -22,6 +22,9 @@ struct DaemonOptions: ParsableArguments {
     @Flag(name: .customLong("ios-pending-limit"), help: "Keep at most 64 pending requests per app, as iOS does (default: no limit).")
     var iOSPendingLimit = false
 
+    @Option(name: .customLong("delivered-limit"), help: "Delivered notifications kept per app; past it the oldest leave the list and the desktop (default: 1000).")
+    var deliveredLimit: Int = EngineConfiguration.defaultDeliveredLimit
+
     @Flag(name: .customLong("quiet"), help: "Do not print notifications on this terminal.")
     var quiet = false
 
@@ -41,6 +44,7 @@ struct DaemonOptions: ParsableArguments {
         if let unknown = presenters.first(where: { !["terminal", "desktop"].contains($0) }) {
             throw ValidationError("--presenter takes terminal and desktop, not \(unknown)")
         }
+        guard deliveredLimit >= 1 else { throw ValidationError("--delivered-limit takes a number of notifications from 1, not \(deliveredLimit)") }
         let consent = consent ?? (isatty(STDIN_FILENO) == 1 ? (web.enabled ? .web : .prompt) : .deny)
         var configuration = DaemonConfiguration(
             dataDirectory: location.resolvedDataDirectory,
@@ -52,6 +56,7 @@ struct DaemonOptions: ParsableArguments {
             logger: logger)
         if presenters.contains("desktop") { configuration.desktop = DesktopPresenterConfiguration() }
         configuration.gpsd = gpsd
+        configuration.deliveredLimit = deliveredLimit
         configuration.remote.backgroundBudget = max(0, backgroundPushBudget)
         return configuration
     }

@@ -5,6 +5,7 @@ import TidingsCore
 @testable import TidingsDaemon
 @testable import TidingsDevice
 import TidingsEngine
+import TidingsSQLite
 import TidingsStorage
 import TidingsTesting
 @_spi(Tidings) import UserNotifications
@@ -114,6 +115,62 @@ struct PushBurstTests {
         #expect(presenter.presentedIdentifiers == pushes.map(\.apnsID))
         #expect(try await engine.deliveredNotifications(bundle).count == 5)
     }
+
+    /// The delivered list keeps the newest `deliveredLimit` per app: a burst past it drops the
+    /// oldest from the list and from the presenters once the burst is shown, trimmed every
+    /// tenth of the limit (so at most the limit plus a tenth between trims); a local
+    /// notification counts the same; another app's list is its own.
+    @Test(arguments: [false, true]) func theDeliveredListKeepsTheNewestUpToItsLimit(sqlite: Bool) async throws {
+        let clock = TestWallClock(now: Date())
+        let presenter = RecordingPresenter()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-limit-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store: any DeviceStore = sqlite ? try SQLiteDeviceStore(path: directory.appendingPathComponent("device.sqlite").path) : InMemoryDeviceStore()
+        let engine = NotificationEngine(configuration: EngineConfiguration(
+            clock: clock, store: store, attachments: AttachmentStore(root: directory.appendingPathComponent("attachments")),
+            presenters: [presenter], deliveredLimit: 20))
+        let bundle = "com.example.limit", other = "com.example.other"
+        for app in [bundle, other] {
+            try await engine.install(AppRecord(bundleIdentifier: app, displayName: "Limit", executable: "/bin/true",
+                                               directory: directory.path, installedAt: clock.now))
+            _ = try await engine.updateSettings(app) { $0 = .granted([.alert, .sound, .badge], provisional: false) }
+        }
+        let now = Int64(clock.now.timeIntervalSince1970 * 1000)
+        func pushes(_ range: ClosedRange<Int>, to app: String = bundle) -> [RemotePush] {
+            range.map { n in
+                RemotePush(apnsID: "p\(n)", sequence: Int64(n), bundleIdentifier: app, expiresAt: now + 60_000, acceptedAt: now,
+                           payload: Array(#"{"aps":{"alert":"n\#(n)"}}"#.utf8))!
+            }
+        }
+        func listed(_ app: String = bundle) async throws -> [String] { try await engine.deliveredNotifications(app).map(\.request.identifier) }
+        func withdrawn() -> [String] {
+            presenter.events.flatMap { event -> [String] in
+                guard case .withdrawn(let app, let ids) = event, app == bundle else { return [] }
+                return ids
+            }
+        }
+
+        _ = await engine.receiveRemote(pushes(1...20))
+        #expect(try await listed() == pushes(1...20).map(\.apnsID), "at the limit nothing goes")
+        #expect(withdrawn().isEmpty)
+        _ = await engine.receiveRemote(pushes(21...25) + pushes(1...3, to: other))
+        #expect(presenter.presentedIdentifiers.count == 28, "every push is shown, the ones trimmed after it too")
+        #expect(try await listed() == pushes(6...25).map(\.apnsID), "past it the oldest go")
+        #expect(withdrawn() == pushes(1...5).map(\.apnsID), "and leave the presenters")
+        #expect(try await listed(other).count == 3)
+        // Fewer than a tenth of the limit since the last trim: kept until the next one.
+        _ = await engine.receiveRemote(pushes(26...26))
+        #expect(try await listed().count == 21)
+        _ = await engine.receiveRemote(pushes(27...27))
+        #expect(try await listed() == pushes(8...27).map(\.apnsID))
+        // A local notification delivered now counts the same.
+        var content = NotificationContentValue()
+        content.title = "local"
+        await engine.deliverNow(NotificationRequestValue(identifier: "local-1", content: content, trigger: nil), bundle: bundle)
+        await engine.deliverNow(NotificationRequestValue(identifier: "local-2", content: content, trigger: nil), bundle: bundle)
+        #expect(try await listed() == pushes(10...27).map(\.apnsID) + ["local-1", "local-2"])
+    }
 }
 
 /// An inbox that counts what the gateway link asks of it; `beforeMark` runs before each
@@ -222,6 +279,7 @@ final class GatedDeliverStore: DeviceStore {
     func deliveredNotification(_ identifier: String, for bundleIdentifier: String) -> StoreTicket<DeliveredNotificationValue?> { base.deliveredNotification(identifier, for: bundleIdentifier) }
     func removeDelivered(_ identifiers: [String], for bundleIdentifier: String) -> StoreTicket<[DeliveredNotificationValue]> { base.removeDelivered(identifiers, for: bundleIdentifier) }
     func removeAllDelivered(_ bundleIdentifier: String) -> StoreTicket<[DeliveredNotificationValue]> { base.removeAllDelivered(bundleIdentifier) }
+    func trimDelivered(_ bundleIdentifier: String, keeping: Int) -> StoreTicket<[DeliveredNotificationValue]> { base.trimDelivered(bundleIdentifier, keeping: keeping) }
     func badge(_ bundleIdentifier: String) -> StoreTicket<Int> { base.badge(bundleIdentifier) }
     func setBadge(_ count: Int, for bundleIdentifier: String) -> StoreTicket<Void> { base.setBadge(count, for: bundleIdentifier) }
     func holdResponse(_ response: ResponseValue, for bundleIdentifier: String) -> StoreTicket<Int64> { base.holdResponse(response, for: bundleIdentifier) }

@@ -72,6 +72,9 @@ public final class DesktopPresenter: Presenter {
         var entries: [UInt32: Entry] = [:]
         var ids: [String: UInt32] = [:]
         var announcedOff = false
+        /// No session bus: `run` has returned for good, so nothing is queued any more (each
+        /// notification would wake a task only to be dropped).
+        var noBus = false
         var sent = 0
         /// The last `ActivationToken` (spec 1.2), for the action that follows it on the same id:
         /// one slot, so it holds one string at most.
@@ -162,6 +165,7 @@ public final class DesktopPresenter: Presenter {
     }
 
     private func enqueue(_ item: Work) {
+        if state.withLock({ $0.noBus }) { return }
         if case .dropped = workInput.yield(item) {
             logger.warning("desktop notifications: the queue is full; a notification is not shown on the desktop", metadata: ["limit": "\(configuration.queueLimit)"])
         }
@@ -177,7 +181,8 @@ public final class DesktopPresenter: Presenter {
             try await connection.addMatch("type='signal',interface='\(Self.serverName)',path='\(Self.objectPath)'")
         } catch {
             announceOff("no session bus (\(error))")
-            for await _ in work {} // drain: the other presenters go on
+            state.withLock { $0.noBus = true }
+            for await _ in work {} // drain what came before: the other presenters go on
             return
         }
         state.withLock { $0.connection = connection }

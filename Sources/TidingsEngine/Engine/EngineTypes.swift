@@ -67,6 +67,12 @@ public struct EngineConfiguration: Sendable {
     /// Pending requests kept per app: nil keeps all; 64 is iOS's limit (the most recently
     /// added are kept, older ones dropped silently, as iOS 11 and later do).
     public var pendingLimit: Int?
+    /// Delivered notifications kept per app, as the oldest drop off Notification Center: past
+    /// it the oldest leave the list and the presenters (`NotificationEngine.listGrew`). The
+    /// list is trimmed once a tenth of the limit (at least one) has come since the last trim,
+    /// and at an app's first notification after the engine starts, so it never holds more
+    /// than the limit plus a tenth of it. Nil keeps all (an unbounded list: tests only).
+    public var deliveredLimit: Int?
     /// How long a foreground app's delegate may take to answer `willPresent`; after that
     /// the notification is not presented, as on iOS.
     public var presentationTimeout: TimeInterval
@@ -90,6 +96,7 @@ public struct EngineConfiguration: Sendable {
         presenters: [any Presenter] = [],
         launcher: any AppLauncher = NoLauncher(),
         pendingLimit: Int? = nil,
+        deliveredLimit: Int? = EngineConfiguration.defaultDeliveredLimit,
         presentationTimeout: TimeInterval = 5,
         timeZone: TimeZone = .current,
         serviceExtensions: (any ServiceExtensionRunning)? = nil,
@@ -103,6 +110,7 @@ public struct EngineConfiguration: Sendable {
         self.presenters = presenters
         self.launcher = launcher
         self.pendingLimit = pendingLimit
+        self.deliveredLimit = deliveredLimit.map { max(1, $0) }
         self.presentationTimeout = presentationTimeout
         self.timeZone = timeZone
         self.logger = logger
@@ -110,6 +118,8 @@ public struct EngineConfiguration: Sendable {
 
     /// iOS's pending limit per app.
     public static let iOSPendingLimit = 64
+    /// Delivered notifications kept per app by default.
+    public static let defaultDeliveredLimit = 1_000
 }
 
 /// One entry of the fire queue: the earliest date first, then the oldest key.

@@ -46,7 +46,35 @@ extension NotificationEngine {
             return nil
         }
         await delivered(request, bundle: bundle, presentation: presentation, replaced: replaced, keepPending: keep)
+        if presentation.list { await listGrew(bundle, by: 1) }
         return presentation
+    }
+
+    /// `count` notifications went into the app's delivered list (shown already): once a
+    /// tenth of `deliveredLimit` have since the last trim — or at the app's first since the
+    /// engine started — the oldest past the limit leave the list and every presenter, and
+    /// their attachment files go, as `removeDeliveredNotifications` does.
+    func listGrew(_ bundle: String, by count: Int) async {
+        guard let limit = configuration.deliveredLimit, count > 0 else { return }
+        let since = listedSinceTrim[bundle].map { $0 + count } ?? Int.max
+        guard since >= max(1, limit / 10) else {
+            listedSinceTrim[bundle] = since
+            return
+        }
+        listedSinceTrim[bundle] = 0
+        let removed: [DeliveredNotificationValue]
+        do {
+            removed = try await store.trimDelivered(bundle, keeping: limit).value
+        } catch {
+            logger.error("could not trim the delivered list", metadata: ["app": "\(bundle)", "error": "\(error)"])
+            listedSinceTrim[bundle] = nil
+            return
+        }
+        guard !removed.isEmpty else { return }
+        logger.debug("delivered list trimmed", metadata: ["app": "\(bundle)", "removed": "\(removed.count)", "limit": "\(limit)"])
+        let identifiers = removed.map(\.request.identifier)
+        for presenter in configuration.presenters { await presenter.withdraw(bundleIdentifier: bundle, identifiers: identifiers) }
+        await releaseAttachments(of: removed.map(\.request), bundle: bundle)
     }
 
     /// How a notification is presented: not at all when the app's notifications are off; as a

@@ -209,6 +209,7 @@ extension NotificationEngine {
         let badgeStored = await show(request, bundle: bundle, notification: outcome.notification, presentation: presentation, replaced: outcome.replacedDelivered != nil)
         markPresented(outcome.presentation)
         let replaced = outcome.replacedDelivered
+        if write.deliver { await listGrew(bundle, by: 1) }
         let filesMayGo = !(replaced?.request.content.attachments.isEmpty ?? true) || (!request.content.attachments.isEmpty && !write.deliver && !write.keepPending)
         guard filesMayGo || badgeStored != nil else { return }
         let logger = logger

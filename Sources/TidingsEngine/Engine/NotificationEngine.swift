@@ -62,6 +62,9 @@ public actor NotificationEngine {
     var wake: CheckedContinuation<Void, Never>?
     var poked = false
     var inFlight = 0
+    /// Notifications put in each app's delivered list since its last trim (`listGrew`); an
+    /// app not here is trimmed at its next one.
+    var listedSinceTrim: [String: Int] = [:]
     /// Adds accepted whose commit has not yet reached the heap: `settled` waits for them.
     var addsInFlight = 0
     var processedThrough = Date.distantPast

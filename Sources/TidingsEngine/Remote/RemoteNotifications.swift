@@ -195,6 +195,8 @@ extension NotificationEngine {
         recorded.removeAll()
         var shown: [RemotePush] = []
         var finished: [(RecordedRemote, replaced: DeliveredNotificationValue?, badge: StoreTicket<Void>?)] = []
+        shown.reserveCapacity(entries.count)
+        finished.reserveCapacity(entries.count)
         for entry in entries {
             let bundle = entry.push.bundleIdentifier
             var replaced: DeliveredNotificationValue?
@@ -212,6 +214,7 @@ extension NotificationEngine {
             finished.append((entry, replaced, badge))
         }
         if !shown.isEmpty, let link = remote.link { await link.presented(shown) }
+        var listed: [String: Int] = [:]
         for (entry, replaced, badge) in finished {
             do {
                 try await badge?.value
@@ -220,7 +223,10 @@ extension NotificationEngine {
                 continue
             }
             await delivered(entry.request, bundle: entry.push.bundleIdentifier, presentation: entry.presentation, replaced: replaced, keepPending: false)
+            if entry.written != nil { listed[entry.push.bundleIdentifier, default: 0] += 1 }
         }
+        // After the whole lot is shown: an identifier trimmed here and sent again is withdrawn before it shows again.
+        for (bundle, count) in listed { await listGrew(bundle, by: count) }
     }
 
     /// Whether this push's notification is already in the app's delivered list: how the

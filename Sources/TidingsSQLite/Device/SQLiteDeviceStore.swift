@@ -490,6 +490,25 @@ public final class SQLiteDeviceStore: DeviceStore {
         }
     }
 
+    /// The app's rows newest first through the identity index (it holds `seq`, the rowid: no
+    /// table read to order them), the ones past `keeping` then read and deleted by `seq`.
+    public func trimDelivered(_ bundleIdentifier: String, keeping: Int) -> StoreTicket<[DeliveredNotificationValue]> {
+        writer.submit { db in
+            let seqs = try Int64.fetchAll(db.cachedStatement(sql: "SELECT seq FROM delivered WHERE bundle_id = ? ORDER BY seq DESC LIMIT -1 OFFSET ?"),
+                                          arguments: [bundleIdentifier, max(0, keeping)])
+            var removed: [DeliveredNotificationValue] = []
+            removed.reserveCapacity(seqs.count)
+            for seq in seqs.reversed() {
+                guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT identifier, date, request FROM delivered WHERE seq = ?"), arguments: [seq]) else { continue }
+                removed.append(try Self.delivered(row))
+                try db.cachedStatement(sql: "DELETE FROM delivered WHERE seq = ?").execute(arguments: [seq])
+                // Not shown yet (a crash came before the mark): not shown at the next start either.
+                try db.cachedStatement(sql: "DELETE FROM presenting WHERE bundle_id = ? AND identifier = ?").execute(arguments: [bundleIdentifier, row["identifier"] as String])
+            }
+            return removed
+        }
+    }
+
     // MARK: Badge
 
     public func badge(_ bundleIdentifier: String) -> StoreTicket<Int> {

@@ -199,6 +199,10 @@ public protocol DeviceStore: Sendable {
     func deliveredNotification(_ identifier: String, for bundleIdentifier: String) -> StoreTicket<DeliveredNotificationValue?>
     func removeDelivered(_ identifiers: [String], for bundleIdentifier: String) -> StoreTicket<[DeliveredNotificationValue]>
     func removeAllDelivered(_ bundleIdentifier: String) -> StoreTicket<[DeliveredNotificationValue]>
+    /// Removes the app's oldest delivered notifications past the newest `keeping` (a replaced
+    /// notification counts where it first came, as the list orders it) and returns them,
+    /// oldest first; `keeping` below zero counts as zero.
+    func trimDelivered(_ bundleIdentifier: String, keeping: Int) -> StoreTicket<[DeliveredNotificationValue]>
 
     // Badge
     func badge(_ bundleIdentifier: String) -> StoreTicket<Int>

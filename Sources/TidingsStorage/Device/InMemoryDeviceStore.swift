@@ -169,6 +169,11 @@ struct InMemoryDeviceState {
         return removed
     }
 
+    mutating func trimDelivered(_ bundleIdentifier: String, keeping: Int) -> [DeliveredNotificationValue] {
+        guard let order = state[bundleIdentifier]?.deliveredOrder, order.count > max(0, keeping) else { return [] }
+        return removeDelivered(Array(order.prefix(order.count - max(0, keeping))), for: bundleIdentifier)
+    }
+
     mutating func removeAllDelivered(_ bundleIdentifier: String) -> [DeliveredNotificationValue] {
         unpresented = unpresented.filter { $0.value.bundleIdentifier != bundleIdentifier }
         guard let app = state[bundleIdentifier] else { return [] }
@@ -315,6 +320,10 @@ public final class InMemoryDeviceStore: DeviceStore {
 
     public func removeAllDelivered(_ bundleIdentifier: String) -> StoreTicket<[DeliveredNotificationValue]> {
         .value(state.withLock { $0.removeAllDelivered(bundleIdentifier) })
+    }
+
+    public func trimDelivered(_ bundleIdentifier: String, keeping: Int) -> StoreTicket<[DeliveredNotificationValue]> {
+        .value(state.withLock { $0.trimDelivered(bundleIdentifier, keeping: keeping) })
     }
 
     public func badge(_ bundleIdentifier: String) -> StoreTicket<Int> {
