@@ -109,9 +109,11 @@ CERT="$G/tls/gateway-cert.pem"
 TOKEN="$("$DEVICE" token 127.0.0.1 "$DEV_PORT" "$CERT" "$BUNDLE" "$D/device-key.pem" | awk '/TOKEN/{print $2}')"
 [ -n "$TOKEN" ] || { echo "no token for the daemon's device"; exit 1; }
 
+# (A daemon from before --delivered-limit keeps every push listed anyway.)
+LIMIT_OPTION=; "$TIDINGS" daemon --help 2>&1 | grep -q -- --delivered-limit && LIMIT_OPTION="--delivered-limit $DELIVERED_LIMIT"
 DAEMON=
 start_daemon() {
-  "$TIDINGS" daemon --data-dir "$D" --socket "$D/daemon.sock" --consent grant --development --quiet --web-port 0 --delivered-limit "$DELIVERED_LIMIT" \
+  "$TIDINGS" daemon --data-dir "$D" --socket "$D/daemon.sock" --consent grant --development --quiet --web-port 0 $LIMIT_OPTION \
     --gateway 127.0.0.1:$DEV_PORT --gateway-cert "$CERT" --log-level error >> "$WORK/daemon.log" 2>&1 &
   DAEMON=$!; PIDS+=("$DAEMON")
 }

@@ -51,6 +51,22 @@ struct BinaryRequestCodecTests {
         #expect(try BinaryRequestCodec.decode(Data(BinaryRequestCodec.encode(minimal))) == minimal)
     }
 
+    @Test("whether a stored request may name files is read from its field mask; anything else may")
+    func mayHaveAttachments() throws {
+        for trigger in Self.triggers {
+            var request = Self.fullRequest(trigger: trigger)
+            #expect(try BinaryRequestCodec.encode(request).withUnsafeBytes { BinaryRequestCodec.mayHaveAttachments($0) })
+            request.content.attachments = []
+            let bytes = try BinaryRequestCodec.encode(request)
+            #expect(!bytes.withUnsafeBytes { BinaryRequestCodec.mayHaveAttachments($0) }, "userInfo and every trigger read past, \(String(describing: trigger))")
+            // Cut before the mask (in the marker, the identifier's length, the identifier): not readable, so it may.
+            for end in [0, 1, 2, 4] {
+                #expect(Array(bytes.prefix(end)).withUnsafeBytes { BinaryRequestCodec.mayHaveAttachments($0) })
+            }
+        }
+        #expect(try JSONEncoder().encode(Self.fullRequest(trigger: nil)).withUnsafeBytes { BinaryRequestCodec.mayHaveAttachments($0) }, "JSON rows are decoded to know")
+    }
+
     @Test("the binary form is smaller than the JSON form")
     func compact() throws {
         let request = Self.fullRequest(trigger: .timeInterval(seconds: 60, repeats: false))

@@ -158,6 +158,20 @@ struct CLITests {
         #expect(pastLimit.stderr.contains("--push-retention"), "\(pastLimit.stderr)")
     }
 
+    /// `--delivered-limit` takes a number of notifications from 1: 0 and negative ones are
+    /// refused before the daemon starts (the limit itself: `PushBurstTests.theDeliveredListKeepsTheNewestUpToItsLimit`).
+    @Test func deliveredLimitBelowOneIsRefused() async throws {
+        guard requireTool(CrashTests.executable != nil, "the tidings executable next to the test bundle") else { return }
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-delivered-limit-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        for value in ["0", "-5"] {
+            let refused = try await ThirdPartyClientTests.run(CrashTests.executable!, ["daemon", "--data-dir", dir.path, "--no-web", "--consent", "deny",
+                                                                                      "--delivered-limit=\(value)"], timeout: .seconds(20))
+            #expect(refused.status != 0 && refused.status != SIGKILL)
+            #expect(refused.stderr.contains("--delivered-limit"), "\(refused.stderr)")
+        }
+    }
+
     /// Saturating milliseconds: the largest retention a configuration can hold prunes nothing
     /// and does not trap (the CLI bounds it; a library user may not).
     @Test func hugePushRetentionDoesNotTrapMaintenance() async throws {

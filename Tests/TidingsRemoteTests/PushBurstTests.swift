@@ -279,7 +279,7 @@ final class GatedDeliverStore: DeviceStore {
     func deliveredNotification(_ identifier: String, for bundleIdentifier: String) -> StoreTicket<DeliveredNotificationValue?> { base.deliveredNotification(identifier, for: bundleIdentifier) }
     func removeDelivered(_ identifiers: [String], for bundleIdentifier: String) -> StoreTicket<[DeliveredNotificationValue]> { base.removeDelivered(identifiers, for: bundleIdentifier) }
     func removeAllDelivered(_ bundleIdentifier: String) -> StoreTicket<[DeliveredNotificationValue]> { base.removeAllDelivered(bundleIdentifier) }
-    func trimDelivered(_ bundleIdentifier: String, keeping: Int) -> StoreTicket<[DeliveredNotificationValue]> { base.trimDelivered(bundleIdentifier, keeping: keeping) }
+    func trimDelivered(_ bundleIdentifier: String, keeping: Int) -> StoreTicket<DeliveredTrim> { base.trimDelivered(bundleIdentifier, keeping: keeping) }
     func badge(_ bundleIdentifier: String) -> StoreTicket<Int> { base.badge(bundleIdentifier) }
     func setBadge(_ count: Int, for bundleIdentifier: String) -> StoreTicket<Void> { base.setBadge(count, for: bundleIdentifier) }
     func holdResponse(_ response: ResponseValue, for bundleIdentifier: String) -> StoreTicket<Int64> { base.holdResponse(response, for: bundleIdentifier) }

@@ -235,27 +235,30 @@ extension DeviceStoreConformanceTests {
     func trimKeepsTheNewest(_ backend: DeviceBackend) async throws {
         let store = try backend.make()
         let other = "com.example.other"
-        func note(_ id: String, _ title: String = "t") -> DeliveredNotificationValue {
-            DeliveredNotificationValue(request: request(id, title: title, trigger: .push), date: t0)
+        func note(_ id: String, _ title: String = "t", files: Bool = false) -> DeliveredNotificationValue {
+            var request = request(id, title: title, trigger: .push)
+            if files { request.content.attachments = [AttachmentValue(identifier: "a", path: "\(id).png", type: "public.png")] }
+            return DeliveredNotificationValue(request: request, date: t0)
         }
         for i in 0..<5 {
-            _ = store.deliver(note("n\(i)"), for: app, push: nil)
+            _ = store.deliver(note("n\(i)", files: i == 1), for: app, push: nil)
             _ = store.deliver(note("n\(i)"), for: other, push: nil)
         }
         // A replacement keeps its place: n0 stays the oldest.
         _ = try await store.deliver(note("n0", "again"), for: app, push: nil).value
-        #expect(try await store.trimDelivered(app, keeping: 5).value.isEmpty, "at the limit nothing goes")
-        #expect(try await store.trimDelivered(app, keeping: 9).value.isEmpty)
+        #expect(try await store.trimDelivered(app, keeping: 5).value == DeliveredTrim(), "at the limit nothing goes")
+        #expect(try await store.trimDelivered(app, keeping: 9).value == DeliveredTrim())
         let trimmed = try await store.trimDelivered(app, keeping: 3).value
-        #expect(trimmed == [note("n0", "again"), note("n1")])
+        #expect(trimmed.identifiers == ["n0", "n1"])
+        #expect(trimmed.withAttachments == [note("n1", files: true).request], "only the requests naming files come back whole")
         #expect(try await store.delivered(app).value.map(\.request.identifier) == ["n2", "n3", "n4"])
         #expect(try await store.deliveredNotification("n0", for: app).value == nil)
         #expect(try await store.delivered(other).value.count == 5, "another app's list is its own")
         #expect(try await store.deliver(note("n0"), for: app, push: nil).value == nil, "a trimmed identifier comes back as new")
-        #expect(try await store.trimDelivered(app, keeping: 3).value.map(\.request.identifier) == ["n2"])
-        #expect(try await store.trimDelivered(app, keeping: -1).value.map(\.request.identifier) == ["n3", "n4", "n0"])
+        #expect(try await store.trimDelivered(app, keeping: 3).value.identifiers == ["n2"])
+        #expect(try await store.trimDelivered(app, keeping: -1).value.identifiers == ["n3", "n4", "n0"])
         #expect(try await store.delivered(app).value.isEmpty)
-        #expect(try await store.trimDelivered("com.example.none", keeping: 0).value.isEmpty)
+        #expect(try await store.trimDelivered("com.example.none", keeping: 0).value == DeliveredTrim())
     }
 }
 

@@ -44,6 +44,22 @@ public enum BinaryRequestCodec {
         try writeContent(request.content, &writer)
     }
 
+    /// Whether the request in `bytes` may hold attachments: false only for the binary form
+    /// whose content's field mask has none — read that far, nothing of the content built
+    /// (a delivered list trimmed by hundreds decodes only the requests that name files).
+    /// JSON, or bytes that do not read: true (decode them to know).
+    public static func mayHaveAttachments(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        var reader = BinaryReader(bytes)
+        do throws(DecodingError) {
+            guard try reader.byte() == marker else { return true }
+            _ = try reader.raw(Int(try reader.length()))  // the identifier
+            _ = try readTrigger(&reader)
+            return try reader.varint() & UInt64(Field.attachments) != 0
+        } catch {
+            return true
+        }
+    }
+
     public static func decode(_ bytes: UnsafeRawBufferPointer) throws(DecodingError) -> NotificationRequestValue {
         var reader = BinaryReader(bytes)
         let value = try decode(from: &reader)

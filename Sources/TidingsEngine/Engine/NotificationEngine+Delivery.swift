@@ -62,7 +62,7 @@ extension NotificationEngine {
             return
         }
         listedSinceTrim[bundle] = 0
-        let removed: [DeliveredNotificationValue]
+        let removed: DeliveredTrim
         do {
             removed = try await store.trimDelivered(bundle, keeping: limit).value
         } catch {
@@ -70,11 +70,10 @@ extension NotificationEngine {
             listedSinceTrim[bundle] = nil
             return
         }
-        guard !removed.isEmpty else { return }
-        logger.debug("delivered list trimmed", metadata: ["app": "\(bundle)", "removed": "\(removed.count)", "limit": "\(limit)"])
-        let identifiers = removed.map(\.request.identifier)
-        for presenter in configuration.presenters { await presenter.withdraw(bundleIdentifier: bundle, identifiers: identifiers) }
-        await releaseAttachments(of: removed.map(\.request), bundle: bundle)
+        guard !removed.identifiers.isEmpty else { return }
+        logger.debug("delivered list trimmed", metadata: ["app": "\(bundle)", "removed": "\(removed.identifiers.count)", "limit": "\(limit)"])
+        for presenter in configuration.presenters { await presenter.withdraw(bundleIdentifier: bundle, identifiers: removed.identifiers) }
+        await releaseAttachments(of: removed.withAttachments, bundle: bundle)
     }
 
     /// How a notification is presented: not at all when the app's notifications are off; as a

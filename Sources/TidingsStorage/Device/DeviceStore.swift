@@ -200,9 +200,9 @@ public protocol DeviceStore: Sendable {
     func removeDelivered(_ identifiers: [String], for bundleIdentifier: String) -> StoreTicket<[DeliveredNotificationValue]>
     func removeAllDelivered(_ bundleIdentifier: String) -> StoreTicket<[DeliveredNotificationValue]>
     /// Removes the app's oldest delivered notifications past the newest `keeping` (a replaced
-    /// notification counts where it first came, as the list orders it) and returns them,
-    /// oldest first; `keeping` below zero counts as zero.
-    func trimDelivered(_ bundleIdentifier: String, keeping: Int) -> StoreTicket<[DeliveredNotificationValue]>
+    /// notification counts where it first came, as the list orders it); `keeping` below zero
+    /// counts as zero.
+    func trimDelivered(_ bundleIdentifier: String, keeping: Int) -> StoreTicket<DeliveredTrim>
 
     // Badge
     func badge(_ bundleIdentifier: String) -> StoreTicket<Int>
@@ -212,6 +212,20 @@ public protocol DeviceStore: Sendable {
     func holdResponse(_ response: ResponseValue, for bundleIdentifier: String) -> StoreTicket<Int64>
     func heldResponses(_ bundleIdentifier: String) -> StoreTicket<[HeldResponse]>
     func releaseResponse(id: Int64) -> StoreTicket<Void>
+}
+
+/// What `trimDelivered` took out of a delivered list.
+public struct DeliveredTrim: Sendable, Hashable {
+    /// Their identifiers, oldest first.
+    public var identifiers: [String] = []
+    /// Those of their requests that may name attachment files (to release them); the others
+    /// are not decoded.
+    public var withAttachments: [NotificationRequestValue] = []
+
+    public init(identifiers: [String] = [], withAttachments: [NotificationRequestValue] = []) {
+        self.identifiers = identifiers
+        self.withAttachments = withAttachments
+    }
 }
 
 extension DeviceStore {

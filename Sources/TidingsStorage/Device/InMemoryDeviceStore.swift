@@ -169,9 +169,11 @@ struct InMemoryDeviceState {
         return removed
     }
 
-    mutating func trimDelivered(_ bundleIdentifier: String, keeping: Int) -> [DeliveredNotificationValue] {
-        guard let order = state[bundleIdentifier]?.deliveredOrder, order.count > max(0, keeping) else { return [] }
-        return removeDelivered(Array(order.prefix(order.count - max(0, keeping))), for: bundleIdentifier)
+    mutating func trimDelivered(_ bundleIdentifier: String, keeping: Int) -> DeliveredTrim {
+        guard let order = state[bundleIdentifier]?.deliveredOrder, order.count > max(0, keeping) else { return DeliveredTrim() }
+        let removed = removeDelivered(Array(order.prefix(order.count - max(0, keeping))), for: bundleIdentifier)
+        return DeliveredTrim(identifiers: removed.map(\.request.identifier),
+                             withAttachments: removed.map(\.request).filter { !$0.content.attachments.isEmpty })
     }
 
     mutating func removeAllDelivered(_ bundleIdentifier: String) -> [DeliveredNotificationValue] {
@@ -322,7 +324,7 @@ public final class InMemoryDeviceStore: DeviceStore {
         .value(state.withLock { $0.removeAllDelivered(bundleIdentifier) })
     }
 
-    public func trimDelivered(_ bundleIdentifier: String, keeping: Int) -> StoreTicket<[DeliveredNotificationValue]> {
+    public func trimDelivered(_ bundleIdentifier: String, keeping: Int) -> StoreTicket<DeliveredTrim> {
         .value(state.withLock { $0.trimDelivered(bundleIdentifier, keeping: keeping) })
     }
 
