@@ -708,7 +708,7 @@ public final class SQLiteGatewayStore: GatewayStore {
     }
 
     public func recordEvent(_ event: DeliveryEvent, apnsID: String, deviceID: String, at: EpochMilliseconds) throws(GatewayStoreError) -> Bool {
-        guard Self.eventColumn(event) != nil else { return false }
+        guard Self.eventUpdate(event) != nil else { return false }
         return try write { db in
             guard let device = try Self.deviceNo(deviceID, db) else { return false }
             return try Self.record(event, apnsID: apnsID, deviceNo: device, at: at, db)
@@ -735,12 +735,23 @@ public final class SQLiteGatewayStore: GatewayStore {
         try Int64.fetchOne(db.cachedStatement(sql: "SELECT device_no FROM gw_devices WHERE device_id = ?"), arguments: [deviceID])
     }
 
-    private static func eventColumn(_ event: DeliveryEvent) -> String? {
+    /// The statement that records `event` on one push (nil for a stage not kept), its SQL
+    /// fixed per stage so that the statement cache finds it without building the text.
+    private static func eventUpdate(_ event: DeliveryEvent) -> String? {
         switch event {
-        case .presented: "presented_at"
-        case .answered: "answered_at"
+        case .presented: presentedUpdate
+        case .answered: answeredUpdate
         default: nil
         }
+    }
+
+    private static let presentedUpdate = eventUpdate(column: "presented_at")
+    private static let answeredUpdate = eventUpdate(column: "answered_at")
+    private static func eventUpdate(column: String) -> String {
+        """
+        UPDATE gw_pushes SET \(column) = COALESCE(\(column), ?1), delivered_at = COALESCE(delivered_at, ?1)
+        WHERE seq = ?2 AND device_no = ?3 AND apns_id = ?4
+        """
     }
 
     /// The first time of a stage is kept (`COALESCE`): recording an event again changes nothing.
@@ -749,7 +760,7 @@ public final class SQLiteGatewayStore: GatewayStore {
     /// docs/benchmarks.md, Gateway step 1), so an event for an old push of a device with many
     /// newer ones walks all of those.
     private static func record(_ event: DeliveryEvent, apnsID: String, deviceNo device: Int64, at: EpochMilliseconds, _ db: Database) throws -> Bool {
-        guard eventColumn(event) != nil,
+        guard eventUpdate(event) != nil,
               let seq = try Int64.fetchOne(db.cachedStatement(sql: """
                 SELECT seq FROM gw_pushes INDEXED BY gw_pushes_device WHERE device_no = ? AND apns_id = ? ORDER BY seq DESC LIMIT 1
                 """), arguments: [device, apnsID]) else { return false }
@@ -758,12 +769,19 @@ public final class SQLiteGatewayStore: GatewayStore {
 
     /// The push with this sequence, if it is the device's and has this apns-id: one lookup by
     /// the primary key. A sequence that names another push (or none) records nothing.
+    /// Bound by hand: a device reports every push it shows, so this runs once per push.
     private static func record(_ event: DeliveryEvent, apnsID: String, sequence: Int64, deviceNo device: Int64, at: EpochMilliseconds, _ db: Database) throws -> Bool {
-        guard let column = eventColumn(event) else { return false }
-        try db.cachedStatement(sql: """
-            UPDATE gw_pushes SET \(column) = COALESCE(\(column), ?), delivered_at = COALESCE(delivered_at, ?)
-            WHERE seq = ? AND device_no = ? AND apns_id = ?
-            """).execute(arguments: [at, at, sequence, device, apnsID])
+        guard let sql = eventUpdate(event) else { return false }
+        let s = try db.cachedStatement(sql: sql).sqliteStatement
+        var texts = BoundTexts()
+        let id = texts.append(apnsID)
+        try texts.withBytes { text in
+            var code = sqlite3_bind_int64(s, 1, at)
+            if code == SQLITE_OK { code = sqlite3_bind_int64(s, 2, sequence) }
+            if code == SQLITE_OK { code = sqlite3_bind_int64(s, 3, device) }
+            if code == SQLITE_OK { code = text.bind(s, 4, id) }
+            try BoundTexts.stepAndReset(s, db: db, code)
+        }
         return db.changesCount > 0
     }
 
