@@ -1,7 +1,7 @@
 //     swift build -c release --scratch-path .build-rel --product RemoteBenchmark
 //     swift build -c release --scratch-path .build-rel --product TestServiceExtension
 //     .build-rel/release/RemoteBenchmark [N] [--devices M] [--backlog B] [--no-extension]
-//     .build-rel/release/RemoteBenchmark --plan N        (payload → plan, and the request's encoding)
+//     .build-rel/release/RemoteBenchmark --plan N [--kind bench|extension|3]   (payload → plan, and the request's encoding)
 //     .build-rel/release/RemoteBenchmark --delivered-store N
 //
 // Provider → presented, in one process over loopback: a gateway (SQLite, TLS), the
@@ -425,8 +425,9 @@ func measureDeliveredStore(total: Int) async throws {
 /// `--plan N`: the payload handling of the remote path alone — `RemoteNotificationMapping.plan`
 /// (payload bytes → request, flags and `userInfo`) and then `BinaryRequestCodec.encode` of the
 /// planned request (how the delivered list stores it), each timed over N pushes of each kind:
-/// the two bodies the runs above send, and a 3 KB one with nested custom keys. Prints wall and
-/// CPU nanoseconds per push for each step; the steps run in turn over all N pushes.
+/// the two bodies the runs above send, and a 3 KB one with nested custom keys (`--kind` picks the
+/// kinds whose name starts with it). Prints wall and CPU nanoseconds per push for each step; the
+/// steps run in turn over all N pushes.
 func measurePlan(total: Int) throws {
     let large = { (id: String) -> String in
         let attachments = (0..<6).map { i in
@@ -443,7 +444,7 @@ func measurePlan(total: Int) throws {
         ("3 KB nested", large),
     ]
     print("payload → plan and the request's encoding, \(total) pushes of each kind (load \(loadAverage()))")
-    for kind in kinds {
+    for kind in kinds where option("--kind").map({ kind.name.hasPrefix($0) }) ?? true {
         let pushes = (0..<total).map { i -> RemotePush in
             let id = UUID().uuidString.lowercased()
             return RemotePush(apnsID: id, sequence: Int64(i), bundleIdentifier: "com.example.bench", expiresAt: 0, acceptedAt: 0,
