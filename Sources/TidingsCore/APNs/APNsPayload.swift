@@ -35,17 +35,16 @@ public struct APNsPayload: Sendable, Hashable {
         self.json = value
     }
 
-    /// The device's parse of a payload: its `aps` (as `init(json:)` reads it) and the whole
-    /// document as the `userInfo` iOS hands the app, what `notificationContent` puts there
-    /// (JSON null left out), parsed once into that dictionary: no `JSONValue` tree to convert.
+    /// The device's parse of a payload: the whole document as the `userInfo` iOS hands the
+    /// app, what `notificationContent` puts there (JSON null left out), parsed once into that
+    /// dictionary: no `JSONValue` tree to convert (`APS(payloadMember:)` reads its `aps`).
     /// Accepts and refuses exactly what `init(json:)` does, with the same errors.
-    @inline(__always)
-    static func userInfo(json bytes: [UInt8]) throws(APNsPayloadError) -> (aps: APS, userInfo: [String: PropertyListValue]) {
+    static func userInfo(json bytes: [UInt8]) throws(APNsPayloadError) -> [String: PropertyListValue] {
         var parser = JSONTreeParser<PropertyListValue>(bytes: bytes)
         let value: PropertyListValue?
         do { value = try parser.parseDocument() } catch { throw APNsPayloadError.invalidJSON(error) }
         guard case .dictionary(let userInfo)? = value else { throw APNsPayloadError.notAnObject }
-        return (userInfo["aps"]?.members.map(APS.init(members:)) ?? APS(), userInfo)
+        return userInfo
     }
 }
 
@@ -101,6 +100,11 @@ public struct APS: Sendable, Hashable {
     public init(dictionary d: [String: JSONValue]) {
         self.init(members: d)
         json = .object(d)
+    }
+
+    /// The `aps` member of a payload parsed as `userInfo` (no keys unless it is a dictionary).
+    init(payloadMember value: PropertyListValue?) {
+        if case .dictionary(let members)? = value { self.init(members: members) } else { self.init() }
     }
 
     /// The typed fields from the `aps` keys: the one place that says what each key means. Any

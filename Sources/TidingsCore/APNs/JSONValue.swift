@@ -254,38 +254,46 @@ struct JSONTreeParser<Value: JSONTreeValue> {
         isASCII ? String(decoding: utf8, as: UTF8.self) : String(validating: utf8, as: UTF8.self)
     }
 
+    /// Where the run of string bytes from `start` ends (at a quote, backslash, control byte or
+    /// the end of the input), and the bits of its bytes or'ed together (≥ 0x80: not ASCII).
+    private func run(from start: Int) -> (end: Int, high: UInt8) {
+        bytes.withUnsafeBufferPointer { buffer in
+            var i = start
+            var high: UInt8 = 0
+            while i < buffer.count {
+                let byte = buffer[i]
+                if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte < 0x20 { break }
+                high |= byte
+                i += 1
+            }
+            return (i, high)
+        }
+    }
+
     mutating func parseString() throws(JSONParseError) -> String {
         index += 1  // opening quote
         let start = index
         // Fast path: no escapes.
-        var high: UInt8 = 0
-        while index < bytes.count {
-            let byte = bytes[index]
-            if byte == UInt8(ascii: "\"") {
-                let end = index
-                index += 1
-                let s = bytes.withUnsafeBufferPointer { Self.string(UnsafeBufferPointer(rebasing: $0[start..<end]), isASCII: high < 0x80) }
-                guard let s else { throw fail("invalid UTF-8") }
-                return s
-            }
-            if byte == UInt8(ascii: "\\") { break }
-            if byte < 0x20 { throw fail("control character in string") }
-            high |= byte
+        let first = run(from: start)
+        var high = first.high
+        index = first.end
+        if index < bytes.count, bytes[index] == UInt8(ascii: "\"") {
             index += 1
+            let s = bytes.withUnsafeBufferPointer { Self.string(UnsafeBufferPointer(rebasing: $0[start..<first.end]), isASCII: high < 0x80) }
+            guard let s else { throw fail("invalid UTF-8") }
+            return s
         }
+        if index < bytes.count, bytes[index] < 0x20 { throw fail("control character in string") }
         var out = Array(bytes[start..<index])
         // Escapes produce valid UTF-8; only raw bytes of 0x80 and above need validating.
         while index < bytes.count {
             // Runs without escapes are copied whole (a payload sent as a string is mostly such
             // runs between escaped quotes), not appended byte by byte.
-            let run = index
-            while index < bytes.count {
-                let byte = bytes[index]
-                if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte < 0x20 { break }
-                high |= byte
-                index += 1
-            }
-            if index > run { out.append(contentsOf: bytes[run..<index]) }
+            let runStart = index
+            let next = run(from: runStart)
+            index = next.end
+            high |= next.high
+            if index > runStart { out.append(contentsOf: bytes[runStart..<index]) }
             guard index < bytes.count else { break }
             let byte = bytes[index]
             switch byte {

@@ -110,7 +110,8 @@ public enum RemoteNotificationMapping {
                             languages: [String] = preferredLanguages()) throws(APNsPayloadError) -> RemoteNotificationPlan {
         // What `APNsPayload(json:)` and its `notificationContent` make of the payload, parsed
         // once: straight into `userInfo`, with `aps` read from it by the same rules.
-        let (aps, userInfo) = try APNsPayload.userInfo(json: push.payload)
+        let userInfo = try APNsPayload.userInfo(json: push.payload)
+        let aps = APS(payloadMember: userInfo["aps"])
         let table = localizationTable(localizedStrings, languages: languages)
         var content = aps.notificationContent(localize: { table[$0] })
         content.userInfo = userInfo
