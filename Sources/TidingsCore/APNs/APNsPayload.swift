@@ -98,22 +98,23 @@ public struct APS: Sendable, Hashable {
     public init() { json = .object([:]) }
 
     public init(dictionary d: [String: JSONValue]) {
-        self.init(members: d)
+        self.init()
+        read(members: d)
         json = .object(d)
     }
 
     /// The `aps` member of a payload parsed as `userInfo` (no keys unless it is a dictionary).
     init(payloadMember value: PropertyListValue?) {
-        if case .dictionary(let members)? = value { self.init(members: members) } else { self.init() }
+        self.init()
+        if case .dictionary(let members)? = value { read(members: members) }
     }
 
-    /// The typed fields from the `aps` keys: the one place that says what each key means. Any
-    /// key with the wrong type is ignored, as on iOS. (`json`, the dictionary as sent, is the
-    /// caller's: `init(dictionary:)` sets it; the device's path keeps the payload as
-    /// `userInfo` instead.)
-    @inline(__always)
-    init<Value: APSFieldValue>(members: [String: Value]) {
-        self.init()
+    /// Sets the typed fields from the `aps` keys: the one place that says what each key means.
+    /// Any key with the wrong type is ignored, as on iOS. (`json`, the dictionary as sent, is
+    /// the caller's: `init(dictionary:)` sets it; the device's path keeps the payload as
+    /// `userInfo` instead.) A method on a new `APS`, not an initializer the others delegate
+    /// to: each delegation copied the whole struct.
+    private mutating func read<Value: APSFieldValue>(members: [String: Value]) {
         for (key, value) in members {
             // The keys of almost every push first.
             switch key {

@@ -115,10 +115,12 @@ public enum RemoteNotificationMapping {
         let table = localizationTable(localizedStrings, languages: languages)
         var content = aps.notificationContent(localize: { table[$0] })
         content.userInfo = userInfo
-        let showsSomething = content.hasAlertContent || content.badge != nil || content.sound != nil
+        let hasAlertContent = content.hasAlertContent
+        let showsSomething = hasAlertContent || content.badge != nil || content.sound != nil
         return RemoteNotificationPlan(
+            // The content's last use: moved into the request, not copied.
             request: showsSomething ? NotificationRequestValue(identifier: push.requestIdentifier, content: content, trigger: .push) : nil,
-            wantsServiceExtension: aps.wantsServiceExtension && content.hasAlertContent,
+            wantsServiceExtension: aps.wantsServiceExtension && hasAlertContent,
             wakesApp: aps.contentAvailable,
             isBackgroundOnly: aps.isBackgroundUpdate,
             userInfo: userInfo)
