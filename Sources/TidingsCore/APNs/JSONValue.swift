@@ -150,6 +150,7 @@ struct JSONTreeParser<Value: JSONTreeValue> {
     let bytes: [UInt8]
     var index = 0
     var depth = 0
+
     init(bytes: [UInt8]) { self.bytes = bytes }
 
     /// Room made for an object's members before the first is added: the objects of a payload
