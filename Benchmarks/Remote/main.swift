@@ -1,6 +1,8 @@
 //     swift build -c release --scratch-path .build-rel --product RemoteBenchmark
 //     swift build -c release --scratch-path .build-rel --product TestServiceExtension
 //     .build-rel/release/RemoteBenchmark [N] [--devices M] [--backlog B] [--no-extension]
+//     .build-rel/release/RemoteBenchmark --plan N [--kind bench|extension|3]   (payload → plan, and the request's encoding)
+//     .build-rel/release/RemoteBenchmark --delivered-store N
 //
 // Provider → presented, in one process over loopback: a gateway (SQLite, TLS), the
 // daemon's gateway link (inbox in SQLite, ack after durable) and engine (SQLite), a
@@ -67,6 +69,10 @@ if let devices = option("--device-clients").flatMap(Int.init) {
 }
 if let total = option("--delivered-store").flatMap(Int.init) {
     try await measureDeliveredStore(total: total)
+    exit(0)
+}
+if let total = option("--plan").flatMap(Int.init) {
+    try measurePlan(total: total)
     exit(0)
 }
 let count = CommandLine.arguments.dropFirst().first.flatMap(Int.init) ?? 2000
@@ -414,4 +420,53 @@ func measureDeliveredStore(total: Int) async throws {
         }
     }
     print("WAL checkpoints: \(store.checkpointCounts.background) in the background, \(store.checkpointCounts.writer) on the writer at the WAL's limit, \(store.checkpointCatchUps) catch-ups on the writer")
+}
+
+/// `--plan N`: the payload handling of the remote path alone — `RemoteNotificationMapping.plan`
+/// (payload bytes → request, flags and `userInfo`) and then `BinaryRequestCodec.encode` of the
+/// planned request (how the delivered list stores it), each timed over N pushes of each kind:
+/// the two bodies the runs above send, and a 3 KB one with nested custom keys (`--kind` picks the
+/// kinds whose name starts with it). Prints wall and CPU nanoseconds per push for each step; the
+/// steps run in turn over all N pushes.
+func measurePlan(total: Int) throws {
+    let large = { (id: String) -> String in
+        let attachments = (0..<6).map { i in
+            #"{"url":"https://cdn.example.com/media/\#(id)/\#(i).jpg","bytes":\#(100_000 + i * 7_919),"width":1280,"height":960,"ratio":1.3333,"kind":"image/jpeg","alt":"Photo \#(i) of the trip \u00e9t\u00e9 \ud83c\udf04"}"#
+        }.joined(separator: ",")
+        let participants = (0..<8).map { i in
+            #"{"id":"user-\#(i)-\#(id.prefix(8))","name":"Participant Number \#(i)","online":\#(i % 2 == 0),"lastSeen":\#(1_764_000_000 + i),"score":\#(Double(i) * 0.25 + 0.1),"avatar":null}"#
+        }.joined(separator: ",")
+        return #"{"aps":{"alert":{"title":"Trip photos","subtitle":"Shared album","body":"Anna added 6 photos to \"Summer\" \u2014 tap to see them","loc-args":["Anna",6]},"badge":12,"sound":"default","thread-id":"album-\#(id)","category":"ALBUM","mutable-content":1,"relevance-score":0.8},"message":{"id":"\#(id)","sent":1764150000123,"text":"Line one\nLine two with a tab\there and quotes \"like this\" and unicode \u4f60\u597d","attachments":[\#(attachments)],"reactions":{"like":3,"love":1,"laugh":0},"reply":{"to":"m-1","depth":{"a":{"b":{"c":{"d":[1,2,[3,4,{"e":null}]]}}}}}},"conversation":{"id":"c-\#(id.prefix(8))","participants":[\#(participants)],"muted":false,"tags":["family","travel","2026"]},"k":1}"#
+    }
+    let kinds: [(name: String, body: (String) -> String)] = [
+        ("bench push", { #"{"aps":{"alert":{"title":"Bench","body":"push \#($0)"}},"k":1}"# }),
+        ("extension push", { #"{"aps":{"alert":{"title":"Bench","body":"push \#($0)"},"mutable-content":1},"k":1,"fixture":"noop"}"# }),
+        ("3 KB nested", large),
+    ]
+    print("payload → plan and the request's encoding, \(total) pushes of each kind (load \(loadAverage()))")
+    for kind in kinds where option("--kind").map({ kind.name.hasPrefix($0) }) ?? true {
+        let pushes = (0..<total).map { i -> RemotePush in
+            let id = UUID().uuidString.lowercased()
+            return RemotePush(apnsID: id, sequence: Int64(i), bundleIdentifier: "com.example.bench", expiresAt: 0, acceptedAt: 0,
+                              payload: Array(kind.body(id).utf8))!
+        }
+        var requests: [NotificationRequestValue] = []
+        requests.reserveCapacity(total)
+        let planCPU = cpuSeconds()
+        let planStart = ContinuousClock.now
+        for push in pushes {
+            let plan = try RemoteNotificationMapping.plan(push, localizedStrings: [:], languages: [])
+            requests.append(plan.request!)
+        }
+        let planWall = secondsOf(ContinuousClock.now - planStart)
+        let planCPUSeconds = cpuSeconds() - planCPU
+        var encodedBytes = 0
+        let encodeCPU = cpuSeconds()
+        let encodeStart = ContinuousClock.now
+        for request in requests { encodedBytes += try BinaryRequestCodec.encode(request).count }
+        let encodeWall = secondsOf(ContinuousClock.now - encodeStart)
+        let encodeCPUSeconds = cpuSeconds() - encodeCPU
+        let n = Double(total)
+        print("  \(kind.name) (\(pushes[0].payload.count) bytes): plan \(Int(planWall / n * 1e9)) ns wall, \(Int(planCPUSeconds / n * 1e9)) ns CPU per push; encode \(Int(encodeWall / n * 1e9)) ns wall, \(Int(encodeCPUSeconds / n * 1e9)) ns CPU per push (\(encodedBytes / total) bytes)")
+    }
 }

@@ -34,6 +34,18 @@ public struct APNsPayload: Sendable, Hashable {
         self.customKeys = dict
         self.json = value
     }
+
+    /// The device's parse of a payload: the whole document as the `userInfo` iOS hands the
+    /// app, what `notificationContent` puts there (JSON null left out), parsed once into that
+    /// dictionary: no `JSONValue` tree to convert (`APS(payloadMember:)` reads its `aps`).
+    /// Accepts and refuses exactly what `init(json:)` does, with the same errors.
+    static func userInfo(json bytes: [UInt8]) throws(APNsPayloadError) -> [String: PropertyListValue] {
+        var parser = JSONTreeParser<PropertyListValue>(bytes: bytes)
+        let value: PropertyListValue?
+        do { value = try parser.parseDocument() } catch { throw APNsPayloadError.invalidJSON(error) }
+        guard case .dictionary(let userInfo)? = value else { throw APNsPayloadError.notAnObject }
+        return userInfo
+    }
 }
 
 /// Why a payload was refused.
@@ -86,38 +98,108 @@ public struct APS: Sendable, Hashable {
     public init() { json = .object([:]) }
 
     public init(dictionary d: [String: JSONValue]) {
+        self.init()
+        read(members: d)
         json = .object(d)
-        if let a = d["alert"] { alert = Alert(json: a) }
-        badge = d["badge"]?.integerValue.flatMap { Int(exactly: $0) }
-        if let s = d["sound"] { sound = Sound(json: s) }
-        threadID = d["thread-id"]?.stringValue
-        category = d["category"]?.stringValue
-        contentAvailable = APS.flag(d["content-available"])
-        mutableContent = APS.flag(d["mutable-content"])
-        targetContentID = d["target-content-id"]?.stringValue
-        interruptionLevel = d["interruption-level"]?.stringValue.flatMap(InterruptionLevel.init(apsName:))
-        relevanceScore = d["relevance-score"]?.doubleValue
-        filterCriteria = d["filter-criteria"]?.stringValue
-        staleDate = d["stale-date"]?.integerValue
-        contentState = d["content-state"]
-        timestamp = d["timestamp"]?.integerValue
-        event = d["event"]?.stringValue
-        dismissalDate = d["dismissal-date"]?.integerValue
-        attributesType = d["attributes-type"]?.stringValue
-        attributes = d["attributes"]
-        inputPushToken = APS.flag(d["input-push-token"])
-        inputPushChannel = d["input-push-channel"]?.stringValue
-        contentChanged = APS.flag(d["content-changed"])
-        urlArgs = d["url-args"]?.arrayValue?.compactMap(\.stringValue)
-        pttPushType = d["ptt-push-type"]?.stringValue
+    }
+
+    /// The `aps` member of a payload parsed as `userInfo` (no keys unless it is a dictionary).
+    init(payloadMember value: PropertyListValue?) {
+        self.init()
+        if case .dictionary(let members)? = value { read(members: members) }
+    }
+
+    /// Sets the typed fields from the `aps` keys: the one place that says what each key means.
+    /// Any key with the wrong type is ignored, as on iOS. (`json`, the dictionary as sent, is
+    /// the caller's: `init(dictionary:)` sets it; the device's path keeps the payload as
+    /// `userInfo` instead.) A method on a new `APS`, not an initializer the others delegate
+    /// to: each delegation copied the whole struct.
+    private mutating func read<Value: APSFieldValue>(members: [String: Value]) {
+        for (key, value) in members {
+            // The keys of almost every push first.
+            switch key {
+            case "alert": alert = Alert(json: value)
+            case "badge": badge = value.scalar?.integerValue.flatMap { Int(exactly: $0) }
+            case "sound": sound = Sound(json: value)
+            case "mutable-content": mutableContent = APS.flag(value)
+            case "content-available": contentAvailable = APS.flag(value)
+            case "thread-id": threadID = value.scalar?.stringValue
+            case "category": category = value.scalar?.stringValue
+            case "target-content-id": targetContentID = value.scalar?.stringValue
+            case "interruption-level": interruptionLevel = value.scalar?.stringValue.flatMap(InterruptionLevel.init(apsName:))
+            case "relevance-score": relevanceScore = value.scalar?.doubleValue
+            case "filter-criteria": filterCriteria = value.scalar?.stringValue
+            case "stale-date": staleDate = value.scalar?.integerValue
+            case "content-state": contentState = value.jsonValue
+            case "timestamp": timestamp = value.scalar?.integerValue
+            case "event": event = value.scalar?.stringValue
+            case "dismissal-date": dismissalDate = value.scalar?.integerValue
+            case "attributes-type": attributesType = value.scalar?.stringValue
+            case "attributes": attributes = value.jsonValue
+            case "input-push-token": inputPushToken = APS.flag(value)
+            case "input-push-channel": inputPushChannel = value.scalar?.stringValue
+            case "content-changed": contentChanged = APS.flag(value)
+            case "url-args": urlArgs = value.elements?.compactMap { $0.scalar?.stringValue }
+            case "ptt-push-type": pttPushType = value.scalar?.stringValue
+            default: break
+            }
+        }
     }
 
     /// A flag is set by `1`, `"1"` or `true`.
-    static func flag(_ value: JSONValue?) -> Bool {
-        switch value {
+    static func flag<Value: APSFieldValue>(_ value: Value?) -> Bool {
+        switch value?.scalar {
         case .integer(1), .bool(true), .string("1"): true
         case .double(let d) where d == 1: true
         default: false
+        }
+    }
+}
+
+/// A parsed JSON value as the `aps` rules read it: a `JSONValue`, or the property list the
+/// device parses a payload into (the same values with JSON null left out, which every rule
+/// takes as absent anyway).
+protocol APSFieldValue {
+    /// A string, number or boolean (or null) as a `JSONValue`, whose accessors hold the rules
+    /// for each (`integerValue` takes `2.0` as 2, `doubleValue` any number); nil for an array
+    /// or object.
+    var scalar: JSONValue? { get }
+    var elements: [Self]? { get }
+    var members: [String: Self]? { get }
+    /// The value as JSON, for the keys kept whole (Live Activity state and attributes).
+    var jsonValue: JSONValue? { get }
+}
+
+extension JSONValue: APSFieldValue {
+    var scalar: JSONValue? {
+        switch self {
+        case .array, .object: nil
+        default: self
+        }
+    }
+    var elements: [JSONValue]? { arrayValue }
+    var members: [String: JSONValue]? { objectValue }
+    var jsonValue: JSONValue? { self }
+}
+
+extension PropertyListValue: APSFieldValue {
+    var scalar: JSONValue? {
+        switch self {
+        case .string(let s): .string(s)
+        case .integer(let i): .integer(i)
+        case .double(let d): .double(d)
+        case .bool(let b): .bool(b)
+        case .date, .data, .array, .dictionary: nil
+        }
+    }
+    var elements: [PropertyListValue]? { if case .array(let a) = self { a } else { nil } }
+    var members: [String: PropertyListValue]? { if case .dictionary(let d) = self { d } else { nil } }
+    /// Dates and data have no JSON form (and never come from JSON).
+    var jsonValue: JSONValue? {
+        switch self {
+        case .array(let a): .array(a.compactMap(\.jsonValue))
+        case .dictionary(let d): .object(d.compactMapValues(\.jsonValue))
+        default: scalar
         }
     }
 }
@@ -185,50 +267,59 @@ public struct Alert: Sendable, Hashable {
         self.body = body
     }
 
-    init?(json: JSONValue) {
-        switch json {
-        case .string(let s):
+    init?<Value: APSFieldValue>(json: Value) {
+        if let s = json.scalar?.stringValue {
             body = s
-        case .object(let d):
-            let title = Alert.text(d["title"], key: d["title-loc-key"], args: d["title-loc-args"])
-            self.title = title.plain
-            titleLocalized = title.localized
-            let subtitle = Alert.text(d["subtitle"], key: d["subtitle-loc-key"], args: d["subtitle-loc-args"])
-            self.subtitle = subtitle.plain
-            subtitleLocalized = subtitle.localized
-            let body = Alert.text(d["body"], key: d["loc-key"], args: d["loc-args"])
-            self.body = body.plain
-            bodyLocalized = body.localized
-            launchImage = d["launch-image"]?.stringValue
-            action = d["action"]?.stringValue
-            actionLocKey = d["action-loc-key"]?.stringValue
-            summaryArg = d["summary-arg"]?.stringValue
-            summaryArgCount = d["summary-arg-count"]?.integerValue.flatMap { Int(exactly: $0) }
-            sound = d["sound"].flatMap(Sound.init(json:))
-        default:
-            return nil
+            return
         }
+        guard let d = json.members else { return nil }
+        var title, titleKey, titleArgs, subtitle, subtitleKey, subtitleArgs, body, bodyKey, bodyArgs: Value?
+        for (key, value) in d {
+            switch key {
+            case "title": title = value
+            case "body": body = value
+            case "subtitle": subtitle = value
+            case "loc-key": bodyKey = value
+            case "loc-args": bodyArgs = value
+            case "title-loc-key": titleKey = value
+            case "title-loc-args": titleArgs = value
+            case "subtitle-loc-key": subtitleKey = value
+            case "subtitle-loc-args": subtitleArgs = value
+            case "launch-image": launchImage = value.scalar?.stringValue
+            case "action": action = value.scalar?.stringValue
+            case "action-loc-key": actionLocKey = value.scalar?.stringValue
+            case "summary-arg": summaryArg = value.scalar?.stringValue
+            case "summary-arg-count": summaryArgCount = value.scalar?.integerValue.flatMap { Int(exactly: $0) }
+            case "sound": sound = Sound(json: value)
+            default: break
+            }
+        }
+        let titleText = Alert.text(title, key: titleKey, args: titleArgs)
+        self.title = titleText.plain
+        titleLocalized = titleText.localized
+        let subtitleText = Alert.text(subtitle, key: subtitleKey, args: subtitleArgs)
+        self.subtitle = subtitleText.plain
+        subtitleLocalized = subtitleText.localized
+        let bodyText = Alert.text(body, key: bodyKey, args: bodyArgs)
+        self.body = bodyText.plain
+        bodyLocalized = bodyText.localized
     }
 
     /// A text is a plain string, a `…-loc-key` with `…-loc-args`, or (Live Activities) a
     /// dictionary `{"loc-key": …, "loc-args": […]}` in place of the plain string.
-    private static func text(_ plain: JSONValue?, key: JSONValue?, args: JSONValue?) -> (plain: String?, localized: LocalizableText?) {
+    private static func text<Value: APSFieldValue>(_ plain: Value?, key: Value?, args: Value?) -> (plain: String?, localized: LocalizableText?) {
         var localized: LocalizableText?
-        if let key = key?.stringValue {
-            localized = LocalizableText(key: key, arguments: args?.arrayValue?.compactMap(argumentText) ?? [])
+        if let key = key?.scalar?.stringValue {
+            localized = LocalizableText(key: key, arguments: args?.elements?.compactMap { argumentText($0.scalar) } ?? [])
         }
-        switch plain {
-        case .string(let s): return (s, localized)
-        case .object(let d):
-            if localized == nil, let key = d["loc-key"]?.stringValue {
-                localized = LocalizableText(key: key, arguments: d["loc-args"]?.arrayValue?.compactMap(argumentText) ?? [])
-            }
-            return (nil, localized)
-        default: return (nil, localized)
+        if let s = plain?.scalar?.stringValue { return (s, localized) }
+        if let d = plain?.members, localized == nil, let key = d["loc-key"]?.scalar?.stringValue {
+            localized = LocalizableText(key: key, arguments: d["loc-args"]?.elements?.compactMap { argumentText($0.scalar) } ?? [])
         }
+        return (nil, localized)
     }
 
-    private static func argumentText(_ value: JSONValue) -> String? {
+    private static func argumentText(_ value: JSONValue?) -> String? {
         switch value {
         case .string(let s): s
         case .integer(let i): String(i)
@@ -252,17 +343,16 @@ public struct Sound: Sendable, Hashable {
         self.volume = volume
     }
 
-    init?(json: JSONValue) {
-        switch json {
-        case .string(let s):
+    init?<Value: APSFieldValue>(json: Value) {
+        if let s = json.scalar?.stringValue {
             self.init(name: s)
-        case .object(let d):
+        } else if let d = json.members {
             self.init(
-                name: d["name"]?.stringValue ?? "default",
+                name: d["name"]?.scalar?.stringValue ?? "default",
                 critical: APS.flag(d["critical"]),
-                volume: d["volume"]?.doubleValue.map { min(max($0, 0), 1) }
+                volume: d["volume"]?.scalar?.doubleValue.map { min(max($0, 0), 1) }
             )
-        default:
+        } else {
             return nil
         }
     }
@@ -286,8 +376,24 @@ extension APNsPayload {
     /// category, thread, target content id, interruption level, relevance, filter criteria,
     /// and `userInfo` holding the whole payload (the `aps` dictionary included, as on iOS).
     public func notificationContent(localize: (String) -> String? = { _ in nil }) -> NotificationContentValue {
+        var content = aps.notificationContent(localize: localize)
+        if case .dictionary(let info)? = json.propertyListValue { content.userInfo = info }
+        return content
+    }
+
+    /// Whether iOS would hand this push to a notification service extension:
+    /// `mutable-content` set and an alert present.
+    public var wantsServiceExtension: Bool { aps.wantsServiceExtension }
+
+    /// A silent background update: `content-available` without alert, badge or sound.
+    public var isBackgroundUpdate: Bool { aps.isBackgroundUpdate }
+}
+
+extension APS {
+    /// `APNsPayload.notificationContent` without `userInfo`: what the `aps` keys make of it.
+    func notificationContent(localize: (String) -> String?) -> NotificationContentValue {
         var content = NotificationContentValue()
-        if let alert = aps.alert {
+        if let alert {
             content.title = alert.titleLocalized.map { $0.formatted(format: localize($0.key)) } ?? alert.title ?? ""
             content.subtitle = alert.subtitleLocalized.map { $0.formatted(format: localize($0.key)) } ?? alert.subtitle ?? ""
             content.body = alert.bodyLocalized.map { $0.formatted(format: localize($0.key)) } ?? alert.body ?? ""
@@ -295,22 +401,18 @@ extension APNsPayload {
             content.summaryArgument = alert.summaryArg ?? ""
             content.summaryArgumentCount = alert.summaryArgCount ?? 0
         }
-        content.badge = aps.badge
-        content.sound = (aps.sound ?? aps.alert?.sound)?.value
-        content.categoryIdentifier = aps.category ?? ""
-        content.threadIdentifier = aps.threadID ?? ""
-        content.targetContentIdentifier = aps.targetContentID
-        content.interruptionLevel = aps.interruptionLevel ?? .active
-        content.relevanceScore = aps.relevanceScore ?? 0
-        content.filterCriteria = aps.filterCriteria
-        if case .dictionary(let info)? = json.propertyListValue { content.userInfo = info }
+        content.badge = badge
+        content.sound = (sound ?? alert?.sound)?.value
+        content.categoryIdentifier = category ?? ""
+        content.threadIdentifier = threadID ?? ""
+        content.targetContentIdentifier = targetContentID
+        content.interruptionLevel = interruptionLevel ?? .active
+        content.relevanceScore = relevanceScore ?? 0
+        content.filterCriteria = filterCriteria
         return content
     }
 
-    /// Whether iOS would hand this push to a notification service extension:
-    /// `mutable-content` set and an alert present.
-    public var wantsServiceExtension: Bool { aps.mutableContent && aps.alert != nil }
+    var wantsServiceExtension: Bool { mutableContent && alert != nil }
 
-    /// A silent background update: `content-available` without alert, badge or sound.
-    public var isBackgroundUpdate: Bool { aps.contentAvailable && aps.alert == nil && aps.badge == nil && aps.sound == nil }
+    var isBackgroundUpdate: Bool { contentAvailable && alert == nil && badge == nil && sound == nil }
 }

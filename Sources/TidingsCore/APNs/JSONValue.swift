@@ -72,7 +72,7 @@ extension JSONValue {
     public init(parsing bytes: some Collection<UInt8>) throws(JSONParseError) {
         let array = Array(bytes)
         var parser = JSONParser(bytes: array)
-        self = try parser.parseDocument()
+        self = try parser.parseDocument() ?? .null
     }
 
     /// Serializes compactly, keys sorted (deterministic output for storage and tests).
@@ -106,18 +106,63 @@ extension JSONValue {
     }
 }
 
-struct JSONParser {
+/// What `JSONTreeParser` builds from each JSON value: a `JSONValue` tree, or the property list
+/// iOS hands an app as `userInfo` (the remote path parses a payload straight into it). One
+/// parser, so both accept exactly the same texts, with the same limits and errors.
+protocol JSONTreeValue {
+    /// JSON `null`; nil for a tree that has none: the member or element is then left out, as
+    /// `JSONValue.propertyListValue` leaves it out (a repeated key's later `null` removes it).
+    static var jsonNull: Self? { get }
+    static func jsonBool(_ value: Bool) -> Self
+    static func jsonInteger(_ value: Int64) -> Self
+    static func jsonDouble(_ value: Double) -> Self
+    static func jsonString(_ value: String) -> Self
+    static func jsonArray(_ elements: [Self]) -> Self
+    static func jsonObject(_ members: [String: Self]) -> Self
+}
+
+extension JSONValue: JSONTreeValue {
+    static var jsonNull: JSONValue? { .null }
+    static func jsonBool(_ value: Bool) -> JSONValue { .bool(value) }
+    static func jsonInteger(_ value: Int64) -> JSONValue { .integer(value) }
+    static func jsonDouble(_ value: Double) -> JSONValue { .double(value) }
+    static func jsonString(_ value: String) -> JSONValue { .string(value) }
+    static func jsonArray(_ elements: [JSONValue]) -> JSONValue { .array(elements) }
+    static func jsonObject(_ members: [String: JSONValue]) -> JSONValue { .object(members) }
+}
+
+/// JSON as `userInfo`: what `JSONValue.propertyListValue` makes of the parsed tree, built
+/// without the tree.
+extension PropertyListValue: JSONTreeValue {
+    static var jsonNull: PropertyListValue? { nil }
+    static func jsonBool(_ value: Bool) -> PropertyListValue { .bool(value) }
+    static func jsonInteger(_ value: Int64) -> PropertyListValue { .integer(value) }
+    static func jsonDouble(_ value: Double) -> PropertyListValue { .double(value) }
+    static func jsonString(_ value: String) -> PropertyListValue { .string(value) }
+    static func jsonArray(_ elements: [PropertyListValue]) -> PropertyListValue { .array(elements) }
+    static func jsonObject(_ members: [String: PropertyListValue]) -> PropertyListValue { .dictionary(members) }
+}
+
+/// The parser `JSONValue(parsing:)` uses (the device decoder's general path too).
+typealias JSONParser = JSONTreeParser<JSONValue>
+
+struct JSONTreeParser<Value: JSONTreeValue> {
     let bytes: [UInt8]
     var index = 0
     var depth = 0
 
     init(bytes: [UInt8]) { self.bytes = bytes }
 
-    mutating func parseDocument() throws(JSONParseError) -> JSONValue {
+    /// Room made for an object's members before the first is added: the objects of a payload
+    /// mostly have one to three, which then fit without the dictionary growing (and rehashing).
+    static var objectCapacity: Int { 3 }
+
+    /// A complete JSON text; nil when it is `null` and `Value` has no null.
+    mutating func parseDocument() throws(JSONParseError) -> Value? {
         // A UTF-8 byte order mark is tolerated, as Foundation does.
         if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { index = 3 }
         skipWhitespace()
-        let value = try parseValue()
+        let value = try parseElement()
         skipWhitespace()
         guard index == bytes.count else { throw fail("trailing characters") }
         return value
@@ -134,15 +179,16 @@ struct JSONParser {
         }
     }
 
-    mutating func parseValue() throws(JSONParseError) -> JSONValue {
+    /// One value; nil for `null` when `Value` has none.
+    mutating func parseElement() throws(JSONParseError) -> Value? {
         guard index < bytes.count else { throw fail("unexpected end") }
         switch bytes[index] {
         case UInt8(ascii: "{"): return try parseObject()
         case UInt8(ascii: "["): return try parseArray()
-        case UInt8(ascii: "\""): return .string(try parseString())
-        case UInt8(ascii: "t"): try expect("true"); return .bool(true)
-        case UInt8(ascii: "f"): try expect("false"); return .bool(false)
-        case UInt8(ascii: "n"): try expect("null"); return .null
+        case UInt8(ascii: "\""): return .jsonString(try parseString())
+        case UInt8(ascii: "t"): try expect("true"); return .jsonBool(true)
+        case UInt8(ascii: "f"): try expect("false"); return .jsonBool(false)
+        case UInt8(ascii: "n"): try expect("null"); return Value.jsonNull
         case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return try parseNumber()
         default: throw fail("unexpected character")
         }
@@ -161,12 +207,12 @@ struct JSONParser {
         if depth > JSONValue.maximumDepth { throw fail("nesting too deep") }
     }
 
-    mutating func parseObject() throws(JSONParseError) -> JSONValue {
+    mutating func parseObject() throws(JSONParseError) -> Value {
         try enter()
         index += 1
-        var dict: [String: JSONValue] = [:]
         skipWhitespace()
-        if index < bytes.count, bytes[index] == UInt8(ascii: "}") { index += 1; depth -= 1; return .object(dict) }
+        if index < bytes.count, bytes[index] == UInt8(ascii: "}") { index += 1; depth -= 1; return .jsonObject([:]) }
+        var dict = [String: Value](minimumCapacity: Self.objectCapacity)
         while true {
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw fail("expected a key") }
@@ -175,29 +221,53 @@ struct JSONParser {
             guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw fail("expected ':'") }
             index += 1
             skipWhitespace()
-            dict[key] = try parseValue()
+            // A repeated key keeps its last value (a last `null` without a null value removes it).
+            dict[key] = try parseElement()
             skipWhitespace()
             guard index < bytes.count else { throw fail("unexpected end") }
             if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
-            if bytes[index] == UInt8(ascii: "}") { index += 1; depth -= 1; return .object(dict) }
+            if bytes[index] == UInt8(ascii: "}") { index += 1; depth -= 1; return .jsonObject(dict) }
             throw fail("expected ',' or '}'")
         }
     }
 
-    mutating func parseArray() throws(JSONParseError) -> JSONValue {
+    mutating func parseArray() throws(JSONParseError) -> Value {
         try enter()
         index += 1
-        var items: [JSONValue] = []
+        var items: [Value] = []
         skipWhitespace()
-        if index < bytes.count, bytes[index] == UInt8(ascii: "]") { index += 1; depth -= 1; return .array(items) }
+        if index < bytes.count, bytes[index] == UInt8(ascii: "]") { index += 1; depth -= 1; return .jsonArray(items) }
         while true {
             skipWhitespace()
-            items.append(try parseValue())
+            if let item = try parseElement() { items.append(item) }
             skipWhitespace()
             guard index < bytes.count else { throw fail("unexpected end") }
             if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
-            if bytes[index] == UInt8(ascii: "]") { index += 1; depth -= 1; return .array(items) }
+            if bytes[index] == UInt8(ascii: "]") { index += 1; depth -= 1; return .jsonArray(items) }
             throw fail("expected ',' or ']'")
+        }
+    }
+
+    /// The `String` of UTF-8 bytes, nil when they are not valid UTF-8. ASCII needs no
+    /// validation (and skips the standard library's generic validating initializer, which
+    /// was a fifth of the parse); anything else is validated.
+    private static func string(_ utf8: UnsafeBufferPointer<UInt8>, isASCII: Bool) -> String? {
+        isASCII ? String(decoding: utf8, as: UTF8.self) : String(validating: utf8, as: UTF8.self)
+    }
+
+    /// Where the run of string bytes from `start` ends (at a quote, backslash, control byte or
+    /// the end of the input), and the bits of its bytes or'ed together (≥ 0x80: not ASCII).
+    private func run(from start: Int) -> (end: Int, high: UInt8) {
+        bytes.withUnsafeBufferPointer { buffer in
+            var i = start
+            var high: UInt8 = 0
+            while i < buffer.count {
+                let byte = buffer[i]
+                if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte < 0x20 { break }
+                high |= byte
+                i += 1
+            }
+            return (i, high)
         }
     }
 
@@ -205,35 +275,32 @@ struct JSONParser {
         index += 1  // opening quote
         let start = index
         // Fast path: no escapes.
-        while index < bytes.count {
-            let byte = bytes[index]
-            if byte == UInt8(ascii: "\"") {
-                let slice = bytes[start..<index]
-                index += 1
-                guard let s = String(validating: slice, as: UTF8.self) else { throw fail("invalid UTF-8") }
-                return s
-            }
-            if byte == UInt8(ascii: "\\") { break }
-            if byte < 0x20 { throw fail("control character in string") }
+        let first = run(from: start)
+        var high = first.high
+        index = first.end
+        if index < bytes.count, bytes[index] == UInt8(ascii: "\"") {
             index += 1
+            let s = bytes.withUnsafeBufferPointer { Self.string(UnsafeBufferPointer(rebasing: $0[start..<first.end]), isASCII: high < 0x80) }
+            guard let s else { throw fail("invalid UTF-8") }
+            return s
         }
+        if index < bytes.count, bytes[index] < 0x20 { throw fail("control character in string") }
         var out = Array(bytes[start..<index])
+        // Escapes produce valid UTF-8; only raw bytes of 0x80 and above need validating.
         while index < bytes.count {
             // Runs without escapes are copied whole (a payload sent as a string is mostly such
             // runs between escaped quotes), not appended byte by byte.
-            let run = index
-            while index < bytes.count {
-                let byte = bytes[index]
-                if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte < 0x20 { break }
-                index += 1
-            }
-            if index > run { out.append(contentsOf: bytes[run..<index]) }
+            let runStart = index
+            let next = run(from: runStart)
+            index = next.end
+            high |= next.high
+            if index > runStart { out.append(contentsOf: bytes[runStart..<index]) }
             guard index < bytes.count else { break }
             let byte = bytes[index]
             switch byte {
             case UInt8(ascii: "\""):
                 index += 1
-                guard let s = String(validating: out, as: UTF8.self) else { throw fail("invalid UTF-8") }
+                guard let s = out.withUnsafeBufferPointer({ Self.string($0, isASCII: high < 0x80) }) else { throw fail("invalid UTF-8") }
                 return s
             case UInt8(ascii: "\\"):
                 index += 1
@@ -263,7 +330,7 @@ struct JSONParser {
                         throw fail("unpaired surrogate")
                     }
                     guard let unicode = Unicode.Scalar(scalar) else { throw fail("invalid scalar") }
-                    out.append(contentsOf: Array(String(Character(unicode)).utf8))
+                    UTF8.encode(unicode) { out.append($0) }
                 default: throw fail("invalid escape")
                 }
             default:
@@ -300,7 +367,7 @@ struct JSONParser {
         return value
     }
 
-    mutating func parseNumber() throws(JSONParseError) -> JSONValue {
+    mutating func parseNumber() throws(JSONParseError) -> Value {
         let start = index
         var isInteger = true
         if bytes[index] == UInt8(ascii: "-") { index += 1 }
@@ -327,11 +394,26 @@ struct JSONParser {
             while index < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) { index += 1 }
             guard index > digitsStart else { throw fail("invalid number") }
         }
+        if isInteger {
+            // Up to 18 digits cannot overflow: the value straight from the digits.
+            let negative = bytes[start] == UInt8(ascii: "-")
+            let digitsStart = negative ? start + 1 : start
+            if index - digitsStart <= 18 {
+                var magnitude: Int64 = 0
+                for i in digitsStart..<index { magnitude = magnitude * 10 + Int64(bytes[i] &- UInt8(ascii: "0")) }
+                return .jsonInteger(negative ? -magnitude : magnitude)
+            }
+        }
         let text = String(decoding: bytes[start..<index], as: UTF8.self)
-        if isInteger, let value = Int64(text) { return .integer(value) }
+        if isInteger, let value = Int64(text) { return .jsonInteger(value) }
         guard let value = Double(text) else { throw fail("invalid number") }
-        return .double(value)
+        return .jsonDouble(value)
     }
+}
+
+extension JSONTreeParser where Value == JSONValue {
+    /// One value (the device decoder's general path).
+    mutating func parseValue() throws(JSONParseError) -> JSONValue { try parseElement() ?? .null }
 }
 
 extension JSONValue: ExpressibleByStringLiteral {

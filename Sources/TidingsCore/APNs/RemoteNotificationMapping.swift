@@ -108,21 +108,28 @@ public enum RemoteNotificationMapping {
     /// wakes the app.
     public static func plan(_ push: RemotePush, localizedStrings: [String: [String: String]] = [:],
                             languages: [String] = preferredLanguages()) throws(APNsPayloadError) -> RemoteNotificationPlan {
-        let payload = try APNsPayload(json: push.payload)
+        // What `APNsPayload(json:)` and its `notificationContent` make of the payload, parsed
+        // once: straight into `userInfo`, with `aps` read from it by the same rules.
+        let userInfo = try APNsPayload.userInfo(json: push.payload)
+        let aps = APS(payloadMember: userInfo["aps"])
         let table = localizationTable(localizedStrings, languages: languages)
-        let content = payload.notificationContent(localize: { table[$0] })
-        let showsSomething = content.hasAlertContent || content.badge != nil || content.sound != nil
+        var content = aps.notificationContent(localize: { table[$0] })
+        content.userInfo = userInfo
+        let hasAlertContent = content.hasAlertContent
+        let showsSomething = hasAlertContent || content.badge != nil || content.sound != nil
         return RemoteNotificationPlan(
+            // The content's last use: moved into the request, not copied.
             request: showsSomething ? NotificationRequestValue(identifier: push.requestIdentifier, content: content, trigger: .push) : nil,
-            wantsServiceExtension: payload.wantsServiceExtension && content.hasAlertContent,
-            wakesApp: payload.aps.contentAvailable,
-            isBackgroundOnly: payload.isBackgroundUpdate,
-            userInfo: content.userInfo)
+            wantsServiceExtension: aps.wantsServiceExtension && hasAlertContent,
+            wakesApp: aps.contentAvailable,
+            isBackgroundOnly: aps.isBackgroundUpdate,
+            userInfo: userInfo)
     }
 
     /// The strings table for the person's languages: the first of `languages` (`de-CH`, then
     /// `de`) that the app has, else `en`, else `Base`, else none (keys show as themselves).
     public static func localizationTable(_ tables: [String: [String: String]], languages: [String]) -> [String: String] {
+        if tables.isEmpty { return [:] }  // most apps: no strings, nothing to look for
         var candidates: [String] = []
         for language in languages {
             let normalized = language.replacingOccurrences(of: "_", with: "-")

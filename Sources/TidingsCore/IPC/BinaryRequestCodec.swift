@@ -32,7 +32,8 @@ public enum BinaryRequestCodec {
 
     public static func encode(_ request: NotificationRequestValue) throws(EncodingError) -> [UInt8] {
         var writer = BinaryWriter()
-        writer.bytes.reserveCapacity(128)
+        // A remote push's request (its payload as userInfo) is mostly over 128 bytes.
+        writer.bytes.reserveCapacity(256)
         try encode(request, into: &writer)
         return writer.bytes
     }
@@ -386,6 +387,11 @@ public struct BinaryWriter: Sendable {
     }
 
     public mutating func varint(_ value: UInt64) {
+        // Most are lengths and counts under 128: one byte.
+        if value < 0x80 {
+            bytes.append(UInt8(truncatingIfNeeded: value))
+            return
+        }
         var v = value
         while v >= 0x80 {
             bytes.append(UInt8(truncatingIfNeeded: v) | 0x80)
