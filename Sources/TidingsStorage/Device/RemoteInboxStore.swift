@@ -48,11 +48,14 @@ public protocol RemoteInboxStore: Sendable {
     func count() async throws -> Int
 
     /// Keeps delivery events until the gateway confirms them (`clearEvents`), in one write;
-    /// an event already kept is kept once. Past `maximumPendingEvents` the oldest are dropped.
+    /// an event already kept (the same push — sequence and apns-id — and stage) is kept once.
+    /// Past `maximumPendingEvents` kept, the oldest are dropped.
     func addPendingEvents(_ events: [PendingDeliveryEvent]) async throws
-    /// The oldest events not yet confirmed, at most `limit`, oldest first.
+    /// The oldest events not yet confirmed, at most `limit`, oldest first: in the order of
+    /// their pushes at the gateway (by sequence; events kept without one first), then by
+    /// apns-id and stage.
     func pendingEvents(limit: Int) async throws -> [PendingDeliveryEvent]
-    /// Forgets events the gateway confirmed.
+    /// Forgets events the gateway confirmed (each by sequence, apns-id and stage).
     func clearEvents(_ events: [PendingDeliveryEvent]) async throws
 
     /// Keeps an app removal until the gateway confirms it (`clearRemoval`).
@@ -183,10 +186,22 @@ public final class InMemoryRemoteInbox: RemoteInboxStore {
 
     public func count() async throws -> Int { state.withLock { $0.entries.count } }
 
+    /// Where an event stands in the order of `pendingEvents`, and its identity: as the SQLite
+    /// inbox's key `(sequence, apns_id, event)`, an event without a sequence first.
+    private static func order(_ e: PendingDeliveryEvent) -> (Int64, String, String) { (e.sequence ?? .min, e.apnsID, e.event) }
+
     public func addPendingEvents(_ events: [PendingDeliveryEvent]) async throws {
         state.withLock { s in
-            // Kept once per push and stage, as the SQLite inbox's UNIQUE (apns_id, event).
-            for event in events where !s.events.contains(where: { $0.apnsID == event.apnsID && $0.event == event.event }) { s.events.append(event) }
+            // `s.events` stays in order: each goes where its key sorts, once.
+            for event in events {
+                let key = Self.order(event)
+                var i = 0, end = s.events.count
+                while i < end {
+                    let middle = (i + end) / 2
+                    if Self.order(s.events[middle]) < key { i = middle + 1 } else { end = middle }
+                }
+                if i == s.events.endIndex || Self.order(s.events[i]) != key { s.events.insert(event, at: i) }
+            }
             if s.events.count > maximumPendingEvents { s.events.removeFirst(s.events.count - maximumPendingEvents) }
         }
     }
@@ -196,8 +211,8 @@ public final class InMemoryRemoteInbox: RemoteInboxStore {
     }
 
     public func clearEvents(_ events: [PendingDeliveryEvent]) async throws {
-        let gone = Set(events.map { [$0.apnsID, $0.event] })
-        state.withLock { $0.events.removeAll { gone.contains([$0.apnsID, $0.event]) } }
+        let gone = Set(events.map { PendingDeliveryEvent(event: $0.event, apnsID: $0.apnsID, sequence: $0.sequence ?? .min) })
+        state.withLock { $0.events.removeAll { gone.contains(PendingDeliveryEvent(event: $0.event, apnsID: $0.apnsID, sequence: $0.sequence ?? .min)) } }
     }
 
     public func addRemoval(_ bundle: String) async throws { _ = state.withLock { $0.removals.insert(bundle) } }
