@@ -112,6 +112,22 @@ struct RemoteInboxConformanceTests {
         #expect(try await inbox.prune(before: cutoff, limit: 0) == 0)
     }
 
+    /// A hand-off's processed mark keeps its events in the same write, as `addPendingEvents`
+    /// would: marked pushes leave the unprocessed set, events are kept once, in order.
+    @Test(arguments: RemoteInboxBackend.allCases)
+    func aProcessedMarkKeepsTheHandOffsEvents(_ backend: RemoteInboxBackend) async throws {
+        let inbox = try backend.make()
+        _ = try await inbox.receive((1...3).map { push($0) }, at: t0)
+        let events = [push(2), push(1)].map { PendingDeliveryEvent(event: "presented", apnsID: $0.apnsID, sequence: $0.sequence) }
+        try await inbox.markProcessed([push(1), push(2)], keeping: events)
+        #expect(try await inbox.unprocessed() == [push(3)])
+        #expect(try await inbox.pendingEvents(limit: 10) == events.reversed(), "oldest push first")
+        try await inbox.markProcessed([], keeping: [events[0]])
+        try await inbox.markProcessed([push(3)], keeping: [])
+        #expect(try await inbox.unprocessed().isEmpty)
+        #expect(try await inbox.pendingEvents(limit: 10) == events.reversed(), "kept once")
+    }
+
     /// Kept once per push (sequence and apns-id) and stage, oldest push first — one kept before
     /// events had a sequence before all — and past the limit the oldest go.
     @Test(arguments: RemoteInboxBackend.allCases)
