@@ -71,8 +71,7 @@ if let total = option("--delivered-store").flatMap(Int.init) {
 }
 if let total = option("--inbox").flatMap(Int.init) {
     try await measureInbox(total: total, burst: option("--burst").flatMap(Int.init) ?? 64, lag: option("--lag").flatMap(Int.init) ?? 2_048,
-                           oneWrite: !CommandLine.arguments.contains("--two-writes"),
-                           backgroundCheckpoints: !CommandLine.arguments.contains("--inline-checkpoints"))
+                           oneWrite: !CommandLine.arguments.contains("--two-writes"))
     exit(0)
 }
 let count = CommandLine.arguments.dropFirst().first.flatMap(Int.init) ?? 2000
@@ -422,20 +421,19 @@ func measureDeliveredStore(total: Int) async throws {
     print("WAL checkpoints: \(store.checkpointCounts.background) in the background, \(store.checkpointCounts.writer) on the writer at the WAL's limit, \(store.checkpointCatchUps) catch-ups on the writer")
 }
 
-/// `--inbox N [--burst B] [--lag L] [--two-writes] [--inline-checkpoints]`: the daemon's inbox
+/// `--inbox N [--burst B] [--lag L] [--two-writes]`: the daemon's inbox
 /// (`remote.sqlite`) alone, as the gateway link writes it for N pushes with random apns-ids
 /// and the payload above: receipt in bursts of B (64; one FULL commit each), then per burst
 /// one app's hand-off — the pushes marked processed with their `presented` events in one
 /// write (`--two-writes`: the events kept first, then the marks, as before) — and the event
 /// sender's windows (1,024, the oldest first, read and cleared as if the gateway confirmed
-/// them) whenever more than L (2,048) events wait. `--inline-checkpoints`: SQLite's own WAL
-/// auto-checkpoint instead of the background checkpointer. Prints the process's CPU time
-/// and the wall time per push for each tenth and for all.
-func measureInbox(total: Int, burst: Int, lag: Int, oneWrite: Bool, backgroundCheckpoints: Bool) async throws {
+/// them) whenever more than L (2,048) events wait. Prints the process's CPU time and the
+/// wall time per push for each tenth and for all.
+func measureInbox(total: Int, burst: Int, lag: Int, oneWrite: Bool) async throws {
     let dir = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-inbox-bench-\(UUID().uuidString.prefix(8))")
     try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(at: dir) }
-    let inbox = try SQLiteRemoteInbox(path: dir.appendingPathComponent("remote.sqlite").path, backgroundCheckpoints: backgroundCheckpoints)
+    let inbox = try SQLiteRemoteInbox(path: dir.appendingPathComponent("remote.sqlite").path)
     let now = Int64(Date().timeIntervalSince1970 * 1000)
     let pushes = (0..<total).map { i in
         let id = UUID().uuidString
@@ -470,7 +468,5 @@ func measureInbox(total: Int, burst: Int, lag: Int, oneWrite: Bool, backgroundCh
             windowStart = (cpuSeconds(), ContinuousClock.now, index)
         }
     }
-    let checkpoints = inbox.checkpointCounts
-    print("WAL checkpoints: \(checkpoints.background) in the background, \(checkpoints.writer) on the writer at the limit, \(checkpoints.catchUps) catch-ups")
     print("inbox, all \(total): CPU \(String(format: "%.1f", (cpuSeconds() - start.cpu) / Double(total) * 1e6)) µs, wall \(String(format: "%.1f", secondsOf(ContinuousClock.now - start.wall) / Double(total) * 1e6)) µs per push")
 }

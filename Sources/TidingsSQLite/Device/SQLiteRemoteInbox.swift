@@ -27,45 +27,15 @@ public final class SQLiteRemoteInbox: RemoteInboxStore {
     /// sequence): first in the order, read back as nil. The gateway's sequences are positive.
     static let noSequence = Int64.min
 
-    /// WAL checkpoints on their own connection and thread, as the device store's; nil with
-    /// `backgroundCheckpoints: false` (SQLite's auto-checkpoint inside the commits).
-    private let checkpointer: WALCheckpointer?
-
-    /// `backgroundCheckpoints`: WAL checkpoints by a `WALCheckpointer` (every 1,000 pages, the
-    /// writer copying the last 100 after a background one; at 10,000 on the writer), not by
-    /// SQLite inside the commit that crossed 1,000 pages — a receipt's commit, which the
-    /// acknowledgement waits for. false only to measure against.
-    public init(path: String, maximumPendingEvents: Int = RemoteInboxDefaults.maximumPendingEvents,
-                backgroundCheckpoints: Bool = true) throws {
+    /// Its WAL checkpoints are SQLite's own (every 1,000 pages, inside the commit that crossed
+    /// them): a `WALCheckpointer` as the device store's measured no gain here
+    /// (docs/benchmarks.md, "Inbox hand-off (session 11)").
+    public init(path: String, maximumPendingEvents: Int = RemoteInboxDefaults.maximumPendingEvents) throws {
         self.maximumPendingEvents = maximumPendingEvents
         // A received push must survive power loss before it is acknowledged: FULL, read back.
         queue = try BatchWriter.open(path: path, busyTimeout: 10)
         try Self.migrator.migrate(queue)
         eventCount = Mutex(try queue.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM pending_event") ?? 0 })
-        if backgroundCheckpoints {
-            let checkpointer = try WALCheckpointer(path: path, checkpointPages: 1_000, walPageLimit: 10_000, catchUpPages: 100)
-            try queue.writeWithoutTransaction { db in
-                try db.execute(sql: "PRAGMA wal_autocheckpoint = 0")
-                checkpointer.install(on: db)
-            }
-            self.checkpointer = checkpointer
-        } else {
-            checkpointer = nil
-        }
-    }
-
-    deinit {
-        if let checkpointer {
-            try? queue.writeWithoutTransaction { db in checkpointer.uninstall(from: db) }
-            checkpointer.stop()
-        }
-    }
-
-    /// How many WAL checkpoints ran on the background connection, on the writer at the limit,
-    /// and how many times the writer copied the last frames after a background one.
-    public var checkpointCounts: (background: Int, writer: Int, catchUps: Int) {
-        guard let checkpointer else { return (0, 0, 0) }
-        return (checkpointer.counts.background, checkpointer.counts.writer, checkpointer.catchUpCount)
     }
 
     /// The inbox's schema history. Inboxes made before the migrator have its first step's
