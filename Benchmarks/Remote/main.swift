@@ -75,6 +75,11 @@ if let total = option("--plan").flatMap(Int.init) {
     try measurePlan(total: total)
     exit(0)
 }
+if let total = option("--inbox").flatMap(Int.init) {
+    try await measureInbox(total: total, burst: option("--burst").flatMap(Int.init) ?? 64, lag: option("--lag").flatMap(Int.init) ?? 2_048,
+                           oneWrite: !CommandLine.arguments.contains("--two-writes"))
+    exit(0)
+}
 let count = CommandLine.arguments.dropFirst().first.flatMap(Int.init) ?? 2000
 let deviceCount = option("--devices").flatMap(Int.init) ?? 0
 let backlogCount = option("--backlog").flatMap(Int.init) ?? 0
@@ -469,4 +474,54 @@ func measurePlan(total: Int) throws {
         let n = Double(total)
         print("  \(kind.name) (\(pushes[0].payload.count) bytes): plan \(Int(planWall / n * 1e9)) ns wall, \(Int(planCPUSeconds / n * 1e9)) ns CPU per push; encode \(Int(encodeWall / n * 1e9)) ns wall, \(Int(encodeCPUSeconds / n * 1e9)) ns CPU per push (\(encodedBytes / total) bytes)")
     }
+}
+
+/// `--inbox N [--burst B] [--lag L] [--two-writes]`: the daemon's inbox
+/// (`remote.sqlite`) alone, as the gateway link writes it for N pushes with random apns-ids
+/// and the payload above: receipt in bursts of B (64; one FULL commit each), then per burst
+/// one app's hand-off — the pushes marked processed with their `presented` events in one
+/// write (`--two-writes`: the events kept first, then the marks, as before) — and the event
+/// sender's windows (1,024, the oldest first, read and cleared as if the gateway confirmed
+/// them) whenever more than L (2,048) events wait. Prints the process's CPU time and the
+/// wall time per push for each tenth and for all.
+func measureInbox(total: Int, burst: Int, lag: Int, oneWrite: Bool) async throws {
+    let dir = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-inbox-bench-\(UUID().uuidString.prefix(8))")
+    try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: dir) }
+    let inbox = try SQLiteRemoteInbox(path: dir.appendingPathComponent("remote.sqlite").path)
+    let now = Int64(Date().timeIntervalSince1970 * 1000)
+    let pushes = (0..<total).map { i in
+        let id = UUID().uuidString
+        return RemotePush(apnsID: id, sequence: Int64(i + 1), bundleIdentifier: "com.example.bench", expiresAt: now + 3_600_000, acceptedAt: now,
+                          payload: Array(#"{"aps":{"alert":{"title":"Bench","body":"push \#(id)"}},"k":1}"#.utf8))!
+    }
+    let step = max(1, total / 10)
+    var windowStart = (cpu: cpuSeconds(), wall: ContinuousClock.now, index: 0)
+    let start = windowStart
+    var index = 0, waiting = 0
+    while index < total {
+        let received = Array(pushes[index..<min(total, index + burst)])
+        _ = try await inbox.receive(received, at: Date())
+        let events = received.map { PendingDeliveryEvent(event: "presented", apnsID: $0.apnsID, sequence: $0.sequence) }
+        if oneWrite {
+            try await inbox.markProcessed(received, keeping: events)
+        } else {
+            try await inbox.addPendingEvents(events)
+            try await inbox.markProcessed(received)
+        }
+        waiting += received.count
+        if waiting > lag {
+            let window = try await inbox.pendingEvents(limit: 1_024)
+            try await inbox.clearEvents(window)
+            waiting -= window.count
+        }
+        index += received.count
+        if index % step < burst || index == total {
+            let n = Double(index - windowStart.index)
+            let wall = ContinuousClock.now - windowStart.wall
+            print("inbox \(windowStart.index)–\(index): CPU \(String(format: "%.1f", (cpuSeconds() - windowStart.cpu) / n * 1e6)) µs, wall \(String(format: "%.1f", secondsOf(wall) / n * 1e6)) µs per push (load \(loadAverage()))")
+            windowStart = (cpuSeconds(), ContinuousClock.now, index)
+        }
+    }
+    print("inbox, all \(total): CPU \(String(format: "%.1f", (cpuSeconds() - start.cpu) / Double(total) * 1e6)) µs, wall \(String(format: "%.1f", secondsOf(ContinuousClock.now - start.wall) / Double(total) * 1e6)) µs per push")
 }

@@ -69,6 +69,29 @@ struct PushBurstTests {
         withExtendedLifetime(app) {}
     }
 
+    /// A hand-off's `presented` events are kept in the inbox with its processed mark, in one
+    /// write (both or neither), not in a write of their own before it: every push's event
+    /// comes with a mark, and the gateway records each one presented.
+    @Test @MainActor func aHandOffsPresentedEventsAreKeptWithItsProcessedMarkInOneWrite() async throws {
+        let h = try await RemoteHarness.start()
+        defer { Task { await h.stop() } }
+        let (app, token) = try await h.offlineApp()
+        let ids = RemoteHarness.apnsIDs(0xd000, 12)
+        for id in ids { #expect(try await h.push(token: token, body: #"{"aps":{"alert":"hi"}}"#, apnsID: id).status == 200) }
+        let inbox = CountingInbox(InMemoryRemoteInbox())
+        try await h.startLink(inbox: inbox, maximumHandOff: 5)
+        #expect(await eventually { inbox.counts.processedPushes == ids.count })
+        #expect(h.system.presenter.presentedIdentifiers == ids)
+        let counts = inbox.counts
+        #expect(counts.eventWrites == 0, "no write for the events alone (\(counts.eventWrites))")
+        #expect(counts.eventsWithMarks == ids.count, "each push's event kept with its mark")
+        #expect(counts.marks >= 3)
+        for id in ids {
+            #expect(await eventually { (try? await h.status(id).first?.presentedAt) != nil }, "the gateway recorded \(id) presented")
+        }
+        withExtendedLifetime(app) {}
+    }
+
     /// `maximumHandOff` bounds what one hand-off to the engine takes: a backlog of 7 with a
     /// limit of 3 goes in hand-offs of at most 3, in order.
     @Test @MainActor func aHandOffTakesAtMostTheConfiguredNumberOfPushes() async throws {
@@ -176,7 +199,8 @@ struct PushBurstTests {
 /// An inbox that counts what the gateway link asks of it; `beforeMark` runs before each
 /// processed mark reaches the base (a `MarkGate` holds them there).
 final class CountingInbox: RemoteInboxStore {
-    struct Counts { var receives = 0, receivedPushes = 0, unprocessedReads = 0, marks = 0, processedPushes = 0, largestMark = 0 }
+    struct Counts { var receives = 0, receivedPushes = 0, unprocessedReads = 0, marks = 0, processedPushes = 0, largestMark = 0,
+                    eventWrites = 0, eventsWithMarks = 0 }
     private let base: any RemoteInboxStore
     private let state = Mutex(Counts())
     private let beforeMark: @Sendable () async -> Void
@@ -197,14 +221,20 @@ final class CountingInbox: RemoteInboxStore {
         state.withLock { $0.unprocessedReads += 1 }
         return try await base.unprocessed(after: position, limit: limit)
     }
-    func markProcessed(_ pushes: [RemotePush]) async throws {
+    func markProcessed(_ pushes: [RemotePush], keeping events: [PendingDeliveryEvent]) async throws {
         await beforeMark()
-        state.withLock { $0.marks += 1; $0.processedPushes += pushes.count; $0.largestMark = max($0.largestMark, pushes.count) }
-        try await base.markProcessed(pushes)
+        state.withLock {
+            $0.marks += 1; $0.processedPushes += pushes.count; $0.largestMark = max($0.largestMark, pushes.count)
+            $0.eventsWithMarks += events.count
+        }
+        try await base.markProcessed(pushes, keeping: events)
     }
     func prune(before date: Date, limit: Int) async throws -> Int { try await base.prune(before: date, limit: limit) }
     func count() async throws -> Int { try await base.count() }
-    func addPendingEvents(_ events: [PendingDeliveryEvent]) async throws { try await base.addPendingEvents(events) }
+    func addPendingEvents(_ events: [PendingDeliveryEvent]) async throws {
+        state.withLock { $0.eventWrites += 1 }
+        try await base.addPendingEvents(events)
+    }
     func pendingEvents(limit: Int) async throws -> [PendingDeliveryEvent] {
         await beforeEventRead()
         return try await base.pendingEvents(limit: limit)

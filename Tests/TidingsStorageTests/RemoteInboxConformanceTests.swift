@@ -112,26 +112,65 @@ struct RemoteInboxConformanceTests {
         #expect(try await inbox.prune(before: cutoff, limit: 0) == 0)
     }
 
+    /// A hand-off's processed mark keeps its events in the same write, as `addPendingEvents`
+    /// would: marked pushes leave the unprocessed set, events are kept once, in order.
+    @Test(arguments: RemoteInboxBackend.allCases)
+    func aProcessedMarkKeepsTheHandOffsEvents(_ backend: RemoteInboxBackend) async throws {
+        let inbox = try backend.make()
+        _ = try await inbox.receive((1...3).map { push($0) }, at: t0)
+        let events = [push(2), push(1)].map { PendingDeliveryEvent(event: "presented", apnsID: $0.apnsID, sequence: $0.sequence) }
+        try await inbox.markProcessed([push(1), push(2)], keeping: events)
+        #expect(try await inbox.unprocessed() == [push(3)])
+        #expect(try await inbox.pendingEvents(limit: 10) == events.reversed(), "oldest push first")
+        try await inbox.markProcessed([], keeping: [events[0]])
+        try await inbox.markProcessed([push(3)], keeping: [])
+        #expect(try await inbox.unprocessed().isEmpty)
+        #expect(try await inbox.pendingEvents(limit: 10) == events.reversed(), "kept once")
+    }
+
+    /// Kept once per push (sequence and apns-id) and stage, oldest push first — one kept before
+    /// events had a sequence before all — and past the limit the oldest go.
     @Test(arguments: RemoteInboxBackend.allCases)
     func deliveryEventsWaitOnceEachOldestFirstWithinTheLimit(_ backend: RemoteInboxBackend) async throws {
         let inbox = try backend.make(maximumPendingEvents: 3)
         let a = PendingDeliveryEvent(event: "presented", apnsID: "a", sequence: 41)
-        let b = PendingDeliveryEvent(event: "presented", apnsID: "b")
-        let bAnswered = PendingDeliveryEvent(event: "answered", apnsID: "b", sequence: .max)
-        try await inbox.addPendingEvents([a, b])
-        try await inbox.addPendingEvents([a, PendingDeliveryEvent(event: "presented", apnsID: "a", sequence: 42)])
-        #expect(try await inbox.pendingEvents(limit: 10) == [a, b], "an event kept once per push and stage, with its sequence")
-        try await inbox.addPendingEvents([bAnswered])
-        #expect(try await inbox.pendingEvents(limit: 2) == [a, b])
+        let legacy = PendingDeliveryEvent(event: "presented", apnsID: "b")
+        let aAnswered = PendingDeliveryEvent(event: "answered", apnsID: "a", sequence: 41)
+        try await inbox.addPendingEvents([a, legacy])
+        try await inbox.addPendingEvents([a, legacy])
+        #expect(try await inbox.pendingEvents(limit: 10) == [legacy, a], "an event kept once per push and stage, with its sequence")
+        try await inbox.addPendingEvents([aAnswered])
+        #expect(try await inbox.pendingEvents(limit: 2) == [legacy, aAnswered])
         #expect(try await inbox.pendingEvents(limit: 0) == [])
         // At the limit (3) nothing is dropped; past it the oldest go.
-        #expect(try await inbox.pendingEvents(limit: 10) == [a, b, bAnswered])
-        let c = PendingDeliveryEvent(event: "presented", apnsID: "c")
-        let d = PendingDeliveryEvent(event: "presented", apnsID: "d")
-        try await inbox.addPendingEvents([c, d])
-        #expect(try await inbox.pendingEvents(limit: 10) == [bAnswered, c, d])
-        try await inbox.clearEvents([c, PendingDeliveryEvent(event: "presented", apnsID: "unknown")])
-        #expect(try await inbox.pendingEvents(limit: 10) == [bAnswered, d])
+        #expect(try await inbox.pendingEvents(limit: 10) == [legacy, aAnswered, a])
+        let c = PendingDeliveryEvent(event: "presented", apnsID: "c", sequence: 50)
+        let d = PendingDeliveryEvent(event: "presented", apnsID: "d", sequence: 51)
+        try await inbox.addPendingEvents([d, c])
+        #expect(try await inbox.pendingEvents(limit: 10) == [a, c, d])
+        try await inbox.clearEvents([c, PendingDeliveryEvent(event: "presented", apnsID: "unknown", sequence: 50),
+                                     PendingDeliveryEvent(event: "presented", apnsID: "d", sequence: 52)])
+        #expect(try await inbox.pendingEvents(limit: 10) == [a, d], "cleared by push and stage: another sequence is another push")
+    }
+
+    /// The limit counts the events kept, not those ever added: with one refused (still kept)
+    /// behind confirmed ones, nothing is dropped until more than the limit wait. The same
+    /// apns-id with another sequence is another push (the gateway's key is both): its event
+    /// is kept beside the first one's.
+    @Test(arguments: RemoteInboxBackend.allCases)
+    func eventsAreDroppedOnlyPastTheLimitOfThoseKept(_ backend: RemoteInboxBackend) async throws {
+        let inbox = try backend.make(maximumPendingEvents: 3)
+        let e = (1...6).map { PendingDeliveryEvent(event: "presented", apnsID: "e\($0)", sequence: Int64($0)) }
+        try await inbox.addPendingEvents([e[0], e[1], e[2]])
+        try await inbox.clearEvents([e[1]])
+        try await inbox.addPendingEvents([e[3]])
+        #expect(try await inbox.pendingEvents(limit: 10) == [e[0], e[2], e[3]], "three kept: at the limit, none dropped")
+        try await inbox.clearEvents([e[0], e[2], e[3]])
+        let again = PendingDeliveryEvent(event: "presented", apnsID: "e5", sequence: 9)
+        try await inbox.addPendingEvents([e[4], again])
+        #expect(try await inbox.pendingEvents(limit: 10) == [e[4], again], "the same apns-id, another sequence: another push")
+        try await inbox.addPendingEvents([e[5], e[0]])
+        #expect(try await inbox.pendingEvents(limit: 10) == [e[4], e[5], again], "past the limit the oldest went")
     }
 
     @Test(arguments: RemoteInboxBackend.allCases)
@@ -239,8 +278,8 @@ struct SQLiteRemoteInboxTests {
         #expect(try await inbox.unprocessed() == [push(8, pushType: .voip), push(9, collapse: "score"), push(1), push(3)],
                 "the unprocessed pushes, every field, in the order received")
         #expect(try await inbox.count() == 6)
-        #expect(try await inbox.pendingEvents(limit: 10) == [PendingDeliveryEvent(event: "presented", apnsID: "e1", sequence: 11),
-                                                             PendingDeliveryEvent(event: "answered", apnsID: "e2")])
+        #expect(try await inbox.pendingEvents(limit: 10) == [PendingDeliveryEvent(event: "answered", apnsID: "e2"),
+                                                             PendingDeliveryEvent(event: "presented", apnsID: "e1", sequence: 11)])
         #expect(try await inbox.removals() == ["com.example.gone"])
         #expect(try await inbox.receive([push(2), push(9, collapse: "score"), push(10)], at: t0.addingTimeInterval(5)) == [false, false, true],
                 "processed and unprocessed pushes moved over are still known")
@@ -260,6 +299,73 @@ struct SQLiteRemoteInboxTests {
         let reopened = try SQLiteRemoteInbox(path: path)  // migrated once: opening again changes nothing
         #expect(try await reopened.unprocessed().map(\.sequence) == [1, 3, 10])
         #expect(try await reopened.count() == 4)
+    }
+
+    /// An inbox in the second layout (made by its SQL, as the daemon before events were keyed
+    /// by sequence left it: `pending_event` a rowid table with `UNIQUE (apns_id, event)`) opened
+    /// by this one: `pending_event` rebuilt keyed by `(sequence, apns_id, event)` without a
+    /// rowid, every event kept — one without a sequence too, read back without one — in the
+    /// order of their pushes; the limit counts what was moved over; pushes and removals as they were.
+    @Test func anInboxInTheSecondLayoutIsMigratedWithItsEvents() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("remote-\(UUID().uuidString).sqlite").path
+        let queue = try DatabaseQueue(path: path)
+        try await queue.write { db in
+            try db.execute(sql: """
+                CREATE TABLE grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY);
+                INSERT INTO grdb_migrations (identifier) VALUES ('inbox-v1'), ('inbox-v2-by-sequence');
+                CREATE TABLE pending_removal (bundle TEXT PRIMARY KEY NOT NULL);
+                CREATE TABLE pending_event (apns_id TEXT NOT NULL, event TEXT NOT NULL, UNIQUE (apns_id, event));
+                ALTER TABLE pending_event ADD COLUMN sequence INTEGER;
+                CREATE TABLE push (
+                    sequence INTEGER NOT NULL, apns_id TEXT NOT NULL, bundle TEXT NOT NULL,
+                    push_type TEXT NOT NULL, priority INTEGER NOT NULL, collapse_id TEXT,
+                    expires_at INTEGER NOT NULL, accepted_at INTEGER NOT NULL, payload BLOB NOT NULL,
+                    received_at INTEGER NOT NULL, processed INTEGER NOT NULL DEFAULT 0,
+                    PRIMARY KEY (sequence, apns_id)) WITHOUT ROWID;
+                CREATE INDEX push_unprocessed ON push(processed, received_at);
+                INSERT INTO pending_event (apns_id, event, sequence) VALUES
+                    ('e9', 'presented', 90), ('e1', 'presented', 10), ('old', 'answered', NULL), ('e1', 'answered', 10);
+                INSERT INTO pending_removal (bundle) VALUES ('com.example.gone');
+                """)
+            for (p, processed) in [(push(3), true), (push(5), false)] {
+                try db.execute(sql: """
+                    INSERT INTO push (sequence, apns_id, bundle, push_type, priority, collapse_id, expires_at, accepted_at, payload, received_at, processed)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """, arguments: [p.sequence, p.apnsID, p.bundleIdentifier, p.pushType.rawValue, p.priority.rawValue, p.collapseID?.rawValue,
+                                     p.expiresAt, p.acceptedAt, Data(p.payload), 1_795_348_800_000, processed])
+            }
+        }
+        try queue.close()
+
+        let old = PendingDeliveryEvent(event: "answered", apnsID: "old")
+        let e1 = PendingDeliveryEvent(event: "presented", apnsID: "e1", sequence: 10)
+        let e1Answered = PendingDeliveryEvent(event: "answered", apnsID: "e1", sequence: 10)
+        let e9 = PendingDeliveryEvent(event: "presented", apnsID: "e9", sequence: 90)
+        let inbox = try SQLiteRemoteInbox(path: path, maximumPendingEvents: 4)
+        #expect(try await inbox.pendingEvents(limit: 10) == [old, e1Answered, e1, e9], "every event, in the order of their pushes")
+        #expect(try await inbox.unprocessed() == [push(5)])
+        #expect(try await inbox.receive([push(3), push(5)], at: t0) == [false, false])
+        #expect(try await inbox.removals() == ["com.example.gone"])
+        try await inbox.addPendingEvents([e1, e9])
+        #expect(try await inbox.pendingEvents(limit: 10) == [old, e1Answered, e1, e9], "moved over, still known: kept once")
+        let e20 = PendingDeliveryEvent(event: "presented", apnsID: "e20", sequence: 20)
+        try await inbox.addPendingEvents([e20])
+        #expect(try await inbox.pendingEvents(limit: 10) == [e1Answered, e1, e20, e9], "the four moved over counted: past the limit the oldest went")
+        try await inbox.clearEvents([e1Answered])
+        #expect(try await inbox.pendingEvents(limit: 10) == [e1, e20, e9])
+
+        let check = try DatabaseQueue(path: path)
+        try await check.read { db in
+            let table = try String.fetchOne(db, sql: "SELECT sql FROM sqlite_master WHERE name = 'pending_event'") ?? ""
+            #expect(table.contains("PRIMARY KEY (sequence, apns_id, event)") && table.contains("WITHOUT ROWID"), "\(table)")
+            #expect(try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'pending_event'") == [],
+                    "no index beside the table's key")
+        }
+        try check.close()
+        let reopened = try SQLiteRemoteInbox(path: path, maximumPendingEvents: 4)  // migrated once
+        #expect(try await reopened.pendingEvents(limit: 10) == [e1, e20, e9])
+        try await reopened.addPendingEvents([old, e1Answered])
+        #expect(try await reopened.pendingEvents(limit: 10) == [e1Answered, e1, e20, e9], "counted at opening: past the limit the oldest went")
     }
 
     @Test func aPayloadStoredAsTextBeforeIsReadAsItsBytes() async throws {

@@ -126,6 +126,9 @@ public actor GatewayLink: RemoteNotificationLink {
     private var recovered = false
     /// Tasks waiting for room in the queue or the end of recovery (`waitForChange`).
     private var changeWaiters: [CheckedContinuation<Void, Never>] = []
+    /// Per app whose hand-off runs, the `presented` events the engine reported during it: kept
+    /// in the inbox with the hand-off's processed mark, in one write (`processApp`).
+    private var handOffEvents: [String: [PendingDeliveryEvent]] = [:]
 
     /// Opens (creating) the inbox `remote.sqlite` (unless `inbox` is given) and the device key
     /// `device-key.pem` in `dataDirectory`.
@@ -373,9 +376,12 @@ public actor GatewayLink: RemoteNotificationLink {
 
     /// Hands one app's queued pushes to the engine, in order, as many at a time as have
     /// arrived (up to `maximumHandOff`): the engine records them in one group commit and shows
-    /// each once durable; then they are marked processed together.
+    /// each once durable; then they are marked processed together, with the `presented`
+    /// events reported meanwhile, in one inbox write — both or neither: a push left unmarked
+    /// by a crash is recovered, found in the delivered list and reported then.
     private func processApp(_ bundle: String) async {
         while let first = appQueues[bundle]?.first {
+            handOffEvents[bundle] = []
             var batch: [RemotePush] = []
             // Taken from the queue in place (a copy of it would be copied again on the first removal).
             while let next = appQueues[bundle]?.first, next.recovering == first.recovering, batch.count < configuration.maximumHandOff {
@@ -399,14 +405,17 @@ public actor GatewayLink: RemoteNotificationLink {
                     }
                 }
             }
+            let events = handOffEvents.removeValue(forKey: bundle) ?? []
             do {
-                try await inbox.markProcessed(batch)
+                try await inbox.markProcessed(batch, keeping: events)
+                kept(events)
             } catch {
                 // Not shown again in this run (nothing reads the inbox back while it runs);
                 // after a restart the delivered-list check keeps them from showing twice —
                 // the normal case at a stop (the write is cancelled), so not an error then.
                 logger.log(level: error is CancellationError ? .debug : .error, "could not mark pushes processed",
                            metadata: ["error": "\(error)", "pushes": "\(batch.count)"])
+                sendUnkept(events)
             }
             queued.pushes -= batch.count
             queued.payloadBytes -= batch.reduce(0) { $0 + $1.payload.count }
@@ -465,8 +474,15 @@ public actor GatewayLink: RemoteNotificationLink {
         await presented([push])
     }
 
+    /// During their app's hand-off the events wait for its processed mark (one inbox write);
+    /// others are kept at once.
     public func presented(_ pushes: [RemotePush]) async {
-        await report(pushes.map { PendingDeliveryEvent(event: DeviceDeliveryEvent.presented.rawValue, apnsID: $0.apnsID, sequence: $0.sequence) })
+        var now: [PendingDeliveryEvent] = []
+        for push in pushes {
+            let event = PendingDeliveryEvent(event: DeviceDeliveryEvent.presented.rawValue, apnsID: push.apnsID, sequence: push.sequence)
+            if handOffEvents[push.bundleIdentifier] != nil { handOffEvents[push.bundleIdentifier]!.append(event) } else { now.append(event) }
+        }
+        await report(now)
     }
 
     public func answered(apnsID: String, sequence: Int64) async {
@@ -480,16 +496,26 @@ public actor GatewayLink: RemoteNotificationLink {
         guard !events.isEmpty else { return }
         do {
             try await inbox.addPendingEvents(events)
-            unconfirmedEvents += events.count
-            eventReports &+= 1
         } catch {
             logger.warning("could not keep delivery events", metadata: ["events": "\(events.count)", "error": "\(error)"])
-            if case .connected(let connection) = phase {
-                for e in events { connection.report(DeviceDeliveryEvent(rawValue: e.event), apnsID: e.apnsID, sequence: e.sequence) }
-            }
+            sendUnkept(events)
             return
         }
+        kept(events)
+    }
+
+    /// Events now in the inbox: counted against `maximumUnconfirmedEvents` and sent.
+    private func kept(_ events: [PendingDeliveryEvent]) {
+        guard !events.isEmpty else { return }
+        unconfirmedEvents += events.count
+        eventReports &+= 1
         sendPendingEvents()
+    }
+
+    /// Events the inbox could not keep: sent once on the current connection, if any.
+    private func sendUnkept(_ events: [PendingDeliveryEvent]) {
+        guard !events.isEmpty, case .connected(let connection) = phase else { return }
+        for e in events { connection.report(DeviceDeliveryEvent(rawValue: e.event), apnsID: e.apnsID, sequence: e.sequence) }
     }
 
     /// Starts sending the inbox's pending events on the current connection, unless a sender runs.

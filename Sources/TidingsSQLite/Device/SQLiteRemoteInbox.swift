@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import Synchronization
 import GRDBSQLite
 import TidingsCore
 import TidingsStorage
@@ -11,16 +12,30 @@ import TidingsStorage
 /// Layout (docs/benchmarks.md, "Inbox layout"): `push` is one b-tree keyed by the gateway's
 /// `(sequence, apns_id)` (`WITHOUT ROWID`), so receipt appends at its right edge, plus one
 /// index `(processed, received_at)` — also appended — for the unprocessed pushes in the order
-/// received and for pruning the oldest processed ones. Nothing is keyed by a random apns-id.
+/// received and for pruning the oldest processed ones. `pending_event` is keyed by
+/// `(sequence, apns_id, event)` (`WITHOUT ROWID`): an event is appended near its right edge
+/// and deleted from there once confirmed. Nothing is keyed by a random apns-id.
 public final class SQLiteRemoteInbox: RemoteInboxStore {
     private let queue: DatabaseQueue
     public let maximumPendingEvents: Int
+    /// How many events `pending_event` holds, kept by the writes (on the database's queue) so
+    /// that trimming to `maximumPendingEvents` needs no `COUNT(*)` per write; counted again
+    /// whenever it passes the limit.
+    private let eventCount: Mutex<Int>
 
+    /// The stored sequence of an event without one (kept before events had their push's
+    /// sequence): first in the order, read back as nil. The gateway's sequences are positive.
+    static let noSequence = Int64.min
+
+    /// Its WAL checkpoints are SQLite's own (every 1,000 pages, inside the commit that crossed
+    /// them): a `WALCheckpointer` as the device store's measured no gain here
+    /// (docs/benchmarks.md, "Inbox hand-off (session 11)").
     public init(path: String, maximumPendingEvents: Int = RemoteInboxDefaults.maximumPendingEvents) throws {
         self.maximumPendingEvents = maximumPendingEvents
         // A received push must survive power loss before it is acknowledged: FULL, read back.
         queue = try BatchWriter.open(path: path, busyTimeout: 10)
         try Self.migrator.migrate(queue)
+        eventCount = Mutex(try queue.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM pending_event") ?? 0 })
     }
 
     /// The inbox's schema history. Inboxes made before the migrator have its first step's
@@ -67,6 +82,24 @@ public final class SQLiteRemoteInbox: RemoteInboxStore {
                 DROP TABLE push;
                 ALTER TABLE push_by_sequence RENAME TO push;
                 CREATE INDEX push_unprocessed ON push(processed, received_at);
+                """)
+        }
+        // Events keyed by what is appended, the push's sequence first (`WITHOUT ROWID`), not by
+        // a rowid plus a `UNIQUE (apns_id, event)` index keyed by random apns-ids. Every event
+        // is kept; one kept before events had a sequence gets `noSequence` (read back as nil).
+        migrator.registerMigration("inbox-v3-events-by-sequence") { db in
+            try db.execute(sql: """
+                CREATE TABLE pending_event_by_sequence (
+                    sequence INTEGER NOT NULL, apns_id TEXT NOT NULL, event TEXT NOT NULL,
+                    PRIMARY KEY (sequence, apns_id, event)) WITHOUT ROWID
+                """)
+            try db.execute(sql: """
+                INSERT OR IGNORE INTO pending_event_by_sequence (sequence, apns_id, event)
+                    SELECT COALESCE(sequence, ?), apns_id, event FROM pending_event
+                """, arguments: [Self.noSequence])
+            try db.execute(sql: """
+                DROP TABLE pending_event;
+                ALTER TABLE pending_event_by_sequence RENAME TO pending_event;
                 """)
         }
         return migrator
@@ -153,13 +186,15 @@ public final class SQLiteRemoteInbox: RemoteInboxStore {
     }
 
     /// Committed with `synchronous=NORMAL` (no fsync; it survives `kill -9`, and the next FULL
-    /// commit makes it durable). The connection is back at FULL before this returns, or it throws.
-    /// Each push is found by the table's key, bound by hand.
-    public func markProcessed(_ pushes: [RemotePush]) async throws {
-        guard !pushes.isEmpty else { return }
+    /// commit makes it durable), the marks and the events in one transaction. The connection is
+    /// back at FULL before this returns, or it throws. Each push is found by the table's key,
+    /// bound by hand.
+    public func markProcessed(_ pushes: [RemotePush], keeping events: [PendingDeliveryEvent]) async throws {
+        guard !pushes.isEmpty || !events.isEmpty else { return }
         let keys = pushes.map { ($0.sequence, $0.apnsID) }
         try await withoutSync { db in
             try db.inTransaction {
+                if !events.isEmpty { try self.insertEvents(events, db: db) }
                 let s = try db.cachedStatement(sql: "UPDATE push SET processed = 1 WHERE sequence = ? AND apns_id = ?").sqliteStatement
                 var texts = BoundTexts()
                 for (sequence, apnsID) in keys {
@@ -201,38 +236,61 @@ public final class SQLiteRemoteInbox: RemoteInboxStore {
     /// daemon, not necessarily a power failure (then that event is not reported).
     public func addPendingEvents(_ events: [PendingDeliveryEvent]) async throws {
         guard !events.isEmpty else { return }
-        let limit = maximumPendingEvents
         try await withoutSync { db in
             try db.inTransaction {
-                try Self.step(db.cachedStatement(sql: "INSERT OR IGNORE INTO pending_event (apns_id, event, sequence) VALUES (?, ?, ?)"),
-                              db: db, forEach: events, withSequence: true)
-                try db.execute(sql: "DELETE FROM pending_event WHERE rowid <= (SELECT MAX(rowid) FROM pending_event) - ?", arguments: [limit])
+                try self.insertEvents(events, db: db)
                 return .commit
             }
         }
     }
 
-    /// Steps `statement` once per event, bound by hand: its apns-id and stage as parameters 1
-    /// and 2, and with `withSequence` its sequence (or NULL) as 3.
-    private static func step(_ statement: Statement, db: Database, forEach events: [PendingDeliveryEvent], withSequence: Bool) throws {
+    /// Inserts events (one kept already is ignored) and, past `maximumPendingEvents`, deletes
+    /// the oldest: inside the caller's transaction, `eventCount` kept by what it changed.
+    private func insertEvents(_ events: [PendingDeliveryEvent], db: Database) throws {
+        let added = try Self.step(db.cachedStatement(sql: "INSERT OR IGNORE INTO pending_event (sequence, apns_id, event) VALUES (?, ?, ?)"),
+                                  db: db, forEach: events)
+        var count = eventCount.withLock { $0 } + added
+        if count > maximumPendingEvents {
+            count = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM pending_event") ?? 0
+            if count > maximumPendingEvents {
+                try db.execute(sql: """
+                    DELETE FROM pending_event WHERE (sequence, apns_id, event) IN (
+                        SELECT sequence, apns_id, event FROM pending_event ORDER BY sequence, apns_id, event LIMIT ?)
+                    """, arguments: [count - maximumPendingEvents])
+                count -= db.changesCount
+            }
+        }
+        // For the transaction under way; a write that fails counts again (`withoutSync`).
+        eventCount.withLock { $0 = count }
+    }
+
+    /// Steps `statement` once per event, bound by hand (its sequence, or `noSequence`, its
+    /// apns-id and stage as parameters 1–3); returns how many rows it changed.
+    private static func step(_ statement: Statement, db: Database, forEach events: [PendingDeliveryEvent]) throws -> Int {
         let s = statement.sqliteStatement
         var texts = BoundTexts()
+        var changed = 0
         for e in events {
             texts.reset()
             let apnsID = texts.append(e.apnsID), event = texts.append(e.event)
             try texts.withBytes { text in
-                var code = text.bind(s, 1, apnsID)
-                if code == SQLITE_OK { code = text.bind(s, 2, event) }
-                if code == SQLITE_OK, withSequence { code = e.sequence.map { sqlite3_bind_int64(s, 3, $0) } ?? sqlite3_bind_null(s, 3) }
+                var code = sqlite3_bind_int64(s, 1, e.sequence ?? noSequence)
+                if code == SQLITE_OK { code = text.bind(s, 2, apnsID) }
+                if code == SQLITE_OK { code = text.bind(s, 3, event) }
                 try BoundTexts.stepAndReset(s, db: db, code)
             }
+            changed += db.changesCount
         }
+        return changed
     }
 
+    /// Oldest first: by the push's sequence (events kept without one first), then apns-id and stage.
     public func pendingEvents(limit: Int) async throws -> [PendingDeliveryEvent] {
         try await queue.read { db in
-            try Row.fetchAll(db, sql: "SELECT event, apns_id, sequence FROM pending_event ORDER BY rowid LIMIT ?", arguments: [max(0, limit)]).map {
-                PendingDeliveryEvent(event: $0[0], apnsID: $0[1], sequence: $0[2])
+            try Row.fetchAll(db, sql: "SELECT event, apns_id, sequence FROM pending_event ORDER BY sequence, apns_id, event LIMIT ?",
+                             arguments: [max(0, limit)]).map {
+                let sequence: Int64 = $0[2]
+                return PendingDeliveryEvent(event: $0[0], apnsID: $0[1], sequence: sequence == Self.noSequence ? nil : sequence)
             }
         }
     }
@@ -241,11 +299,16 @@ public final class SQLiteRemoteInbox: RemoteInboxStore {
         guard !events.isEmpty else { return }
         try await withoutSync { db in
             try db.inTransaction {
-                try Self.step(db.cachedStatement(sql: "DELETE FROM pending_event WHERE apns_id = ? AND event = ?"),
-                              db: db, forEach: events, withSequence: false)
+                try self.deleteEvents(events, db: db)
                 return .commit
             }
         }
+    }
+
+    private func deleteEvents(_ events: [PendingDeliveryEvent], db: Database) throws {
+        let removed = try Self.step(db.cachedStatement(sql: "DELETE FROM pending_event WHERE sequence = ? AND apns_id = ? AND event = ?"),
+                                    db: db, forEach: events)
+        eventCount.withLock { $0 = max(0, $0 - removed) }
     }
 
     public func addRemoval(_ bundle: String) async throws {
@@ -261,11 +324,15 @@ public final class SQLiteRemoteInbox: RemoteInboxStore {
     }
 
     /// `body` with `synchronous=NORMAL` (no fsync), the connection back at FULL before this
-    /// returns, or it throws.
+    /// returns, or it throws. When `body` throws (its transaction rolled back), the events
+    /// are counted again.
     private func withoutSync(_ body: @escaping @Sendable (Database) throws -> Void) async throws {
         try await queue.writeWithoutTransaction { db in
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
             let result = Result { try body(db) }
+            if case .failure = result, let count = try? Int.fetchOne(db, sql: "SELECT COUNT(*) FROM pending_event") {
+                self.eventCount.withLock { $0 = count }
+            }
             try db.execute(sql: "PRAGMA synchronous = FULL")
             try result.get()
         }

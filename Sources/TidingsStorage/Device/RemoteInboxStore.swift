@@ -36,10 +36,12 @@ public protocol RemoteInboxStore: Sendable {
     /// restart hands the engine again), after `position` (nil: from the first), at most
     /// `limit`: read in pages, so a large backlog is never in memory at once.
     func unprocessed(after position: RemoteInboxPosition?, limit: Int) async throws -> [(position: RemoteInboxPosition, push: RemotePush)]
-    /// Marks pushes as handed to the engine, in one write (it needs no fsync: a mark lost to
-    /// a power failure only means the push is recovered, and the engine's delivered list keeps
-    /// it from showing twice). Pushes not in the inbox are ignored.
-    func markProcessed(_ pushes: [RemotePush]) async throws
+    /// Marks pushes as handed to the engine and keeps the delivery events of that hand-off
+    /// (as `addPendingEvents`), in one write: both or neither. It needs no fsync: a mark lost
+    /// to a power failure only means the push is recovered, and the engine's delivered list
+    /// keeps it from showing twice (and has its `presented` event reported again). Pushes not
+    /// in the inbox are ignored.
+    func markProcessed(_ pushes: [RemotePush], keeping events: [PendingDeliveryEvent]) async throws
     /// Forgets processed pushes received before `date` (they can no longer come again).
     /// At most `limit` of them, oldest first, in one write; returns how many (callers repeat
     /// while it returns `limit`, so receipt is never held behind a month of deletions).
@@ -48,11 +50,14 @@ public protocol RemoteInboxStore: Sendable {
     func count() async throws -> Int
 
     /// Keeps delivery events until the gateway confirms them (`clearEvents`), in one write;
-    /// an event already kept is kept once. Past `maximumPendingEvents` the oldest are dropped.
+    /// an event already kept (the same push — sequence and apns-id — and stage) is kept once.
+    /// Past `maximumPendingEvents` kept, the oldest are dropped.
     func addPendingEvents(_ events: [PendingDeliveryEvent]) async throws
-    /// The oldest events not yet confirmed, at most `limit`, oldest first.
+    /// The oldest events not yet confirmed, at most `limit`, oldest first: in the order of
+    /// their pushes at the gateway (by sequence; events kept without one first), then by
+    /// apns-id and stage.
     func pendingEvents(limit: Int) async throws -> [PendingDeliveryEvent]
-    /// Forgets events the gateway confirmed.
+    /// Forgets events the gateway confirmed (each by sequence, apns-id and stage).
     func clearEvents(_ events: [PendingDeliveryEvent]) async throws
 
     /// Keeps an app removal until the gateway confirms it (`clearRemoval`).
@@ -63,6 +68,11 @@ public protocol RemoteInboxStore: Sendable {
 }
 
 extension RemoteInboxStore {
+    /// Marks pushes as handed to the engine (`markProcessed(_:keeping:)` without events).
+    public func markProcessed(_ pushes: [RemotePush]) async throws {
+        try await markProcessed(pushes, keeping: [])
+    }
+
     /// Every push not yet marked processed, in the order received (tests and tools; the
     /// gateway link reads them in pages).
     public func unprocessed() async throws -> [RemotePush] {
@@ -160,11 +170,12 @@ public final class InMemoryRemoteInbox: RemoteInboxStore {
         }
     }
 
-    public func markProcessed(_ pushes: [RemotePush]) async throws {
+    public func markProcessed(_ pushes: [RemotePush], keeping events: [PendingDeliveryEvent]) async throws {
         state.withLock { s in
             for push in pushes {
                 if let i = s.index[Key(apnsID: push.apnsID, sequence: push.sequence)] { s.entries[i].processed = true }
             }
+            keep(events, in: &s)
         }
     }
 
@@ -183,12 +194,27 @@ public final class InMemoryRemoteInbox: RemoteInboxStore {
 
     public func count() async throws -> Int { state.withLock { $0.entries.count } }
 
+    /// Where an event stands in the order of `pendingEvents`, and its identity: as the SQLite
+    /// inbox's key `(sequence, apns_id, event)`, an event without a sequence first.
+    private static func order(_ e: PendingDeliveryEvent) -> (Int64, String, String) { (e.sequence ?? .min, e.apnsID, e.event) }
+
     public func addPendingEvents(_ events: [PendingDeliveryEvent]) async throws {
-        state.withLock { s in
-            // Kept once per push and stage, as the SQLite inbox's UNIQUE (apns_id, event).
-            for event in events where !s.events.contains(where: { $0.apnsID == event.apnsID && $0.event == event.event }) { s.events.append(event) }
-            if s.events.count > maximumPendingEvents { s.events.removeFirst(s.events.count - maximumPendingEvents) }
+        state.withLock { keep(events, in: &$0) }
+    }
+
+    /// Keeps events in `s.events`, in order: each goes where its key sorts, once; past the
+    /// limit the oldest go.
+    private func keep(_ events: [PendingDeliveryEvent], in s: inout State) {
+        for event in events {
+            let key = Self.order(event)
+            var i = 0, end = s.events.count
+            while i < end {
+                let middle = (i + end) / 2
+                if Self.order(s.events[middle]) < key { i = middle + 1 } else { end = middle }
+            }
+            if i == s.events.endIndex || Self.order(s.events[i]) != key { s.events.insert(event, at: i) }
         }
+        if s.events.count > maximumPendingEvents { s.events.removeFirst(s.events.count - maximumPendingEvents) }
     }
 
     public func pendingEvents(limit: Int) async throws -> [PendingDeliveryEvent] {
@@ -196,8 +222,8 @@ public final class InMemoryRemoteInbox: RemoteInboxStore {
     }
 
     public func clearEvents(_ events: [PendingDeliveryEvent]) async throws {
-        let gone = Set(events.map { [$0.apnsID, $0.event] })
-        state.withLock { $0.events.removeAll { gone.contains([$0.apnsID, $0.event]) } }
+        let gone = Set(events.map { PendingDeliveryEvent(event: $0.event, apnsID: $0.apnsID, sequence: $0.sequence ?? .min) })
+        state.withLock { $0.events.removeAll { gone.contains(PendingDeliveryEvent(event: $0.event, apnsID: $0.apnsID, sequence: $0.sequence ?? .min)) } }
     }
 
     public func addRemoval(_ bundle: String) async throws { _ = state.withLock { $0.removals.insert(bundle) } }
