@@ -44,6 +44,7 @@ public final class NotificationTestSystem: Sendable {
         storage: Storage = .memory,
         consent: any ConsentProvider = FixedConsent.autoGrant,
         pendingLimit: Int? = nil,
+        deliveredLimit: Int? = EngineConfiguration.defaultDeliveredLimit,
         timeZone: TimeZone = TimeZone(identifier: "UTC")!,
         clock: TestWallClock = TestWallClock(),
         directory: URL? = nil,
@@ -64,7 +65,7 @@ public final class NotificationTestSystem: Sendable {
             clock: clock, store: store,
             attachments: AttachmentStore(root: directory.appendingPathComponent("attachments")),
             consent: consent, presenters: [presenter] + presenters, launcher: launcher,
-            pendingLimit: pendingLimit, timeZone: timeZone, serviceExtensions: serviceExtensions, logger: logger)
+            pendingLimit: pendingLimit, deliveredLimit: deliveredLimit, timeZone: timeZone, serviceExtensions: serviceExtensions, logger: logger)
         let engine = NotificationEngine(configuration: configuration)
         let system = NotificationTestSystem(clock: clock, engine: engine, presenter: presenter, launcher: launcher, directory: directory)
         try await engine.recover()

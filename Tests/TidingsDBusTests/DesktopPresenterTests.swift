@@ -301,7 +301,9 @@ struct DesktopPresenterTests {
             opener = try Self.recordingOpener(in: directory, hold: 30)
             configuration.opener = opener.0
             configuration.maximumOpeners = 1
-            configuration.openerTimeout = .milliseconds(300)
+            // Long enough that the second signal surely comes while the first opener runs (at
+            // 300 ms a loaded machine let the timeout free the place first, and both opened).
+            configuration.openerTimeout = .seconds(2)
         }) else { return }
         let log = opener.1
         @Sendable func opened() -> Int { ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").split(separator: "\n").count / 2 }

@@ -19,6 +19,33 @@ struct AttachmentStoreTests {
         return .add(NotificationRequestValue(identifier: id, content: content, trigger: .timeInterval(seconds: 60, repeats: false)))
     }
 
+    /// Past the delivered limit the oldest notification leaves the list, the presenters and its
+    /// files, as a removal does; a newer one's file stays.
+    @Test("a notification trimmed off the delivered list takes its files with it")
+    func trimmedNotificationsFilesGo() async throws {
+        let system = try await NotificationTestSystem.start(storage: .sqlite, deliveredLimit: 1)
+        let app = try await system.connect("com.example.trim")
+        _ = await app.request(.requestAuthorization([.alert]))
+        var stored: [String] = []
+        for id in ["old", "new"] {
+            let source = system.directory.appendingPathComponent("\(id).png").path
+            try write(Self.png, to: source)
+            var content = NotificationContentValue()
+            content.title = id
+            content.attachments = [AttachmentValue(identifier: id, path: source, type: "")]
+            let reply = await app.request(.add(NotificationRequestValue(identifier: id, content: content, trigger: nil)))
+            guard case .added(let request) = reply else { Issue.record("not added: \(reply)"); return }
+            stored.append(try #require(request.content.attachments.first?.path))
+            await system.settle()
+        }
+        let trimmedFile = stored[0]
+        #expect(await eventually { !FileManager.default.fileExists(atPath: trimmedFile) }, "the trimmed notification's file went")
+        #expect(FileManager.default.fileExists(atPath: stored[1]))
+        #expect(try await system.engine.deliveredNotifications("com.example.trim").map(\.request.identifier) == ["new"])
+        #expect(system.presenter.events.contains(.withdrawn(bundleIdentifier: "com.example.trim", identifiers: ["old"])))
+        await system.shutdown()
+    }
+
     @Test("add moves the file into the app's store; removing the request deletes it")
     func moveAndDelete() async throws {
         let system = try await NotificationTestSystem.start(storage: .sqlite)
