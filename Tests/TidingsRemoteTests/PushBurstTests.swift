@@ -194,6 +194,32 @@ struct PushBurstTests {
         await engine.deliverNow(NotificationRequestValue(identifier: "local-2", content: content, trigger: nil), bundle: bundle)
         #expect(try await listed() == pushes(10...27).map(\.apnsID) + ["local-1", "local-2"])
     }
+
+    /// A trim never takes a push of the hand-off in progress (its processed mark is written
+    /// after `receiveRemote` returns: taken before it, a `kill -9` there would show it again
+    /// after the restart): a hand-off larger than the limit stays whole until the next trim.
+    @Test func aTrimKeepsTheHandOffInProgress() async throws {
+        let clock = TestWallClock(now: Date())
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-limit-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let engine = NotificationEngine(configuration: EngineConfiguration(
+            clock: clock, store: try SQLiteDeviceStore(path: directory.appendingPathComponent("device.sqlite").path),
+            attachments: AttachmentStore(root: directory.appendingPathComponent("attachments")), deliveredLimit: 3))
+        let bundle = "com.example.limit"
+        try await engine.install(AppRecord(bundleIdentifier: bundle, displayName: "Limit", executable: "/bin/true",
+                                           directory: directory.path, installedAt: clock.now))
+        _ = try await engine.updateSettings(bundle) { $0 = .granted([.alert], provisional: false) }
+        let now = Int64(clock.now.timeIntervalSince1970 * 1000)
+        let pushes = (1...6).map { n in
+            RemotePush(apnsID: "p\(n)", sequence: Int64(n), bundleIdentifier: bundle, expiresAt: now + 60_000, acceptedAt: now,
+                       payload: Array(#"{"aps":{"alert":"n\#(n)"}}"#.utf8))!
+        }
+        _ = await engine.receiveRemote(Array(pushes[0..<5]))
+        #expect(try await engine.deliveredNotifications(bundle).map(\.request.identifier) == ["p1", "p2", "p3", "p4", "p5"])
+        _ = await engine.receiveRemote([pushes[5]])
+        #expect(try await engine.deliveredNotifications(bundle).map(\.request.identifier) == ["p4", "p5", "p6"])
+    }
 }
 
 /// An inbox that counts what the gateway link asks of it; `beforeMark` runs before each

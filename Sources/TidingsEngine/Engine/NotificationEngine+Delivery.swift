@@ -53,7 +53,9 @@ extension NotificationEngine {
     /// `count` notifications went into the app's delivered list (shown already): once a
     /// tenth of `deliveredLimit` have since the last trim — or at the app's first since the
     /// engine started — the oldest past the limit leave the list and every presenter, and
-    /// their attachment files go, as `removeDeliveredNotifications` does.
+    /// their attachment files go, as `removeDeliveredNotifications` does. A remote hand-off in
+    /// progress keeps all of its pushes (`remoteInProgress`): with a hand-off larger than the
+    /// limit, the list holds that many until the next trim.
     func listGrew(_ bundle: String, by count: Int) async {
         guard let limit = configuration.deliveredLimit, count > 0 else { return }
         let since = listedSinceTrim[bundle].map { $0 + count } ?? Int.max
@@ -64,7 +66,7 @@ extension NotificationEngine {
         listedSinceTrim[bundle] = 0
         let removed: DeliveredTrim
         do {
-            removed = try await store.trimDelivered(bundle, keeping: limit).value
+            removed = try await store.trimDelivered(bundle, keeping: max(limit, remoteInProgress[bundle] ?? 0)).value
         } catch {
             logger.error("could not trim the delivered list", metadata: ["app": "\(bundle)", "error": "\(error)"])
             listedSinceTrim[bundle] = nil

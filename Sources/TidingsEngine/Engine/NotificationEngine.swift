@@ -65,6 +65,10 @@ public actor NotificationEngine {
     /// Notifications put in each app's delivered list since its last trim (`listGrew`); an
     /// app not here is trimmed at its next one.
     var listedSinceTrim: [String: Int] = [:]
+    /// Per app, the pushes of the remote hand-offs in progress (`receiveRemote`): a trim keeps
+    /// at least that many, so it never takes a push whose processed mark is not yet written —
+    /// after a `kill -9` there, the restart finds it in the delivered list and does not show it again.
+    var remoteInProgress: [String: Int] = [:]
     /// Adds accepted whose commit has not yet reached the heap: `settled` waits for them.
     var addsInFlight = 0
     var processedThrough = Date.distantPast

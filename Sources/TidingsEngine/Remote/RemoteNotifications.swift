@@ -111,7 +111,16 @@ extension NotificationEngine {
     /// only the pushes behind it. Returns when every push has been shown (or left out).
     public func receiveRemote(_ pushes: [RemotePush]) async -> [RemoteOutcome] {
         inFlight += 1
-        defer { finishedDelivery() }
+        var perApp: [String: Int] = [:]
+        for push in pushes { perApp[push.bundleIdentifier, default: 0] += 1 }
+        for (bundle, count) in perApp { remoteInProgress[bundle, default: 0] += count }
+        defer {
+            for (bundle, count) in perApp {
+                let left = (remoteInProgress[bundle] ?? 0) - count
+                remoteInProgress[bundle] = left > 0 ? left : nil
+            }
+            finishedDelivery()
+        }
         var outcomes = [RemoteOutcome](repeating: .delivered(presented: false, wake: nil), count: pushes.count)
         var recorded: [RecordedRemote] = []
         for (index, push) in pushes.enumerated() {
