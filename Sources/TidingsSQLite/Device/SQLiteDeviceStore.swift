@@ -490,61 +490,47 @@ public final class SQLiteDeviceStore: DeviceStore {
         }
     }
 
-    /// The app's oldest rows past `keeping`, each deleted by `seq` after its request was
-    /// looked at (decoded only when it may name attachment files). Bound and read through
-    /// SQLite's own calls: a trim takes a hundred rows at a time, and GRDB's rows and
-    /// arguments cost more than the deletes (docs/benchmarks.md, "Delivered limit").
+    /// The app's oldest rows past `keeping`, read in one pass over the table in its own (seq)
+    /// order — no sort of the app's list, whose identity index is not in seq order — then
+    /// deleted by `seq`; a request is decoded only when it may name attachment files. Bound
+    /// and read through SQLite's own calls: GRDB's rows and arguments cost more than the
+    /// deletes (docs/benchmarks.md, "Remote, in processes (session 11)").
     public func trimDelivered(_ bundleIdentifier: String, keeping: Int) -> StoreTicket<DeliveredTrim> {
         writer.submit { db in
             // How many the app has: its range of the identity index, counted without reading the table.
             let count = try Int.fetchOne(db.cachedStatement(sql: "SELECT COUNT(*) FROM delivered WHERE bundle_id = ?"), arguments: [bundleIdentifier]) ?? 0
             let excess = count - max(0, keeping)
             guard excess > 0 else { return DeliveredTrim() }
-            // The oldest `excess` in the table's own (seq) order: read from its start until
-            // found, no sort of the app's whole list (the identity index is not in seq order).
+            var trim = DeliveredTrim()
+            var seqs: [Int64] = []
+            seqs.reserveCapacity(excess)
+            trim.identifiers.reserveCapacity(excess)
+            var withFiles: [Data] = []
             var texts = BoundTexts()
             let bundle = texts.append(bundleIdentifier)
-            var rows: [(seq: Int64, identifier: String)] = []
-            rows.reserveCapacity(excess)
-            let select = try db.cachedStatement(sql: "SELECT seq, identifier FROM delivered NOT INDEXED WHERE bundle_id = ? ORDER BY seq LIMIT ?").sqliteStatement
+            let select = try db.cachedStatement(sql: "SELECT seq, identifier, request FROM delivered NOT INDEXED WHERE bundle_id = ? ORDER BY seq LIMIT ?").sqliteStatement
             try texts.withBytes { text in
-                defer { sqlite3_reset(select); sqlite3_clear_bindings(select) }
                 var code = text.bind(select, 1, bundle)
                 if code == SQLITE_OK { code = sqlite3_bind_int64(select, 2, Int64(excess)) }
                 while code == SQLITE_OK {
                     code = sqlite3_step(select)
                     guard code == SQLITE_ROW else { break }
+                    seqs.append(sqlite3_column_int64(select, 0))
                     let identifier = UnsafeRawBufferPointer(start: sqlite3_column_text(select, 1), count: Int(sqlite3_column_bytes(select, 1)))
-                    rows.append((sqlite3_column_int64(select, 0), String(decoding: identifier, as: UTF8.self)))
+                    trim.identifiers.append(String(decoding: identifier, as: UTF8.self))
+                    // The request's bytes where SQLite holds them; copied only when they name files.
+                    let request = UnsafeRawBufferPointer(start: sqlite3_column_blob(select, 2), count: Int(sqlite3_column_bytes(select, 2)))
+                    if BinaryRequestCodec.mayHaveAttachments(request) { withFiles.append(Data(request)) }
                     code = SQLITE_OK
                 }
-                guard code == SQLITE_DONE else { throw DatabaseError(resultCode: ResultCode(rawValue: code), message: db.lastErrorMessage) }
+                let message = code == SQLITE_DONE ? nil : db.lastErrorMessage
+                sqlite3_reset(select)
+                sqlite3_clear_bindings(select)
+                guard code == SQLITE_DONE else { throw DatabaseError(resultCode: ResultCode(rawValue: code), message: message) }
             }
-            guard !rows.isEmpty else { return DeliveredTrim() }
-            var trim = DeliveredTrim()
-            trim.identifiers.reserveCapacity(rows.count)
-            // Read, then deleted: `DELETE … RETURNING` builds an ephemeral table per statement, which cost more than the delete.
-            let read = try db.cachedStatement(sql: "SELECT request FROM delivered WHERE seq = ?").sqliteStatement
+            trim.withAttachments = try withFiles.map(Self.decodeRequest)
             let delete = try db.cachedStatement(sql: "DELETE FROM delivered WHERE seq = ?").sqliteStatement
-            for row in rows {
-                // The request's bytes where SQLite holds them; copied only when they name files.
-                var request: Data?
-                var code = sqlite3_bind_int64(read, 1, row.seq)
-                if code == SQLITE_OK { code = sqlite3_step(read) }
-                if code == SQLITE_ROW {
-                    let bytes = UnsafeRawBufferPointer(start: sqlite3_column_blob(read, 0), count: Int(sqlite3_column_bytes(read, 0)))
-                    if BinaryRequestCodec.mayHaveAttachments(bytes) { request = Data(bytes) }
-                    code = SQLITE_DONE
-                }
-                let readError = code == SQLITE_DONE ? nil : db.lastErrorMessage
-                sqlite3_reset(read)
-                sqlite3_clear_bindings(read)
-                guard code == SQLITE_DONE else { throw DatabaseError(resultCode: ResultCode(rawValue: code), message: readError) }
-                if let request { trim.withAttachments.append(try Self.decodeRequest(request)) }
-                let (deleted, message) = stepAndResetStatement(delete, db: db, afterBinding: sqlite3_bind_int64(delete, 1, row.seq))
-                guard deleted == SQLITE_OK else { throw DatabaseError(resultCode: ResultCode(rawValue: deleted), message: message) }
-                trim.identifiers.append(row.identifier)
-            }
+            for seq in seqs { try BoundTexts.stepAndReset(delete, db: db, sqlite3_bind_int64(delete, 1, seq)) }
             // Not shown yet (a crash came before the mark): not shown at the next start either.
             if try Bool.fetchOne(db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM presenting WHERE bundle_id = ?)"), arguments: [bundleIdentifier]) == true {
                 let gone = try db.cachedStatement(sql: "DELETE FROM presenting WHERE bundle_id = ? AND identifier = ?")
