@@ -77,7 +77,7 @@ if let total = option("--plan").flatMap(Int.init) {
 }
 if let total = option("--inbox").flatMap(Int.init) {
     try await measureInbox(total: total, burst: option("--burst").flatMap(Int.init) ?? 64, lag: option("--lag").flatMap(Int.init) ?? 2_048,
-                           oneWrite: !CommandLine.arguments.contains("--two-writes"))
+                           oneWrite: !CommandLine.arguments.contains("--two-writes"), readBack: CommandLine.arguments.contains("--read-back"))
     exit(0)
 }
 let count = CommandLine.arguments.dropFirst().first.flatMap(Int.init) ?? 2000
@@ -476,15 +476,17 @@ func measurePlan(total: Int) throws {
     }
 }
 
-/// `--inbox N [--burst B] [--lag L] [--two-writes]`: the daemon's inbox
+/// `--inbox N [--burst B] [--lag L] [--two-writes] [--read-back]`: the daemon's inbox
 /// (`remote.sqlite`) alone, as the gateway link writes it for N pushes with random apns-ids
 /// and the payload above: receipt in bursts of B (64; one FULL commit each), then per burst
-/// one app's hand-off — the pushes marked processed with their `presented` events in one
-/// write (`--two-writes`: the events kept first, then the marks, as before) — and the event
-/// sender's windows (1,024, the oldest first, read and cleared as if the gateway confirmed
-/// them) whenever more than L (2,048) events wait. Prints the process's CPU time and the
-/// wall time per push for each tenth and for all.
-func measureInbox(total: Int, burst: Int, lag: Int, oneWrite: Bool) async throws {
+/// one app's hand-off — the pushes marked processed with their `presented` events and the
+/// events confirmed since the last hand-off forgotten, in one write (`--two-writes`: the
+/// events kept first, then the marks, as before session 11) — and the event sender's windows
+/// (1,024, the oldest first, as if the gateway confirmed them) whenever more than L (2,048)
+/// events wait, taken from memory (`--read-back`: read from the inbox and cleared in a write
+/// of their own, as before session 12). Prints the process's CPU time and the wall time per
+/// push for each tenth and for all.
+func measureInbox(total: Int, burst: Int, lag: Int, oneWrite: Bool, readBack: Bool) async throws {
     let dir = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-inbox-bench-\(UUID().uuidString.prefix(8))")
     try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(at: dir) }
@@ -499,21 +501,31 @@ func measureInbox(total: Int, burst: Int, lag: Int, oneWrite: Bool) async throws
     var windowStart = (cpu: cpuSeconds(), wall: ContinuousClock.now, index: 0)
     let start = windowStart
     var index = 0, waiting = 0
+    var outbox: [PendingDeliveryEvent] = [], confirmed: [PendingDeliveryEvent] = []
     while index < total {
         let received = Array(pushes[index..<min(total, index + burst)])
         _ = try await inbox.receive(received, at: Date())
         let events = received.map { PendingDeliveryEvent(event: "presented", apnsID: $0.apnsID, sequence: $0.sequence) }
         if oneWrite {
-            try await inbox.markProcessed(received, keeping: events)
+            try await inbox.markProcessed(received, keeping: events, clearing: confirmed)
+            confirmed = []
         } else {
             try await inbox.addPendingEvents(events)
             try await inbox.markProcessed(received)
         }
+        outbox += events
         waiting += received.count
         if waiting > lag {
-            let window = try await inbox.pendingEvents(limit: 1_024)
-            try await inbox.clearEvents(window)
-            waiting -= window.count
+            if readBack || !oneWrite {
+                let window = try await inbox.pendingEvents(limit: 1_024)
+                try await inbox.clearEvents(window)
+                waiting -= window.count
+            } else {
+                let window = outbox.prefix(1_024)
+                confirmed += window
+                outbox.removeFirst(window.count)
+                waiting -= window.count
+            }
         }
         index += received.count
         if index % step < burst || index == total {

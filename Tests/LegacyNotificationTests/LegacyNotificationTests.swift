@@ -453,6 +453,9 @@ struct LegacyNotificationTests {
             let again = try await system.connect(LegacyApp.bundle)
             _ = try await again.call(.add(NotificationRequestValue(identifier: identifier, content: content, trigger: nil)))
             await again.disconnect()
+            // `add` answers once the request is stored; it is delivered when the scheduler fires
+            // it, just after (a respond before that found no delivered notification under load).
+            #expect(await eventually { system.presenter.presentedIdentifiers.contains(identifier) })
         }
         try await system.engine.respond(bundle: LegacyApp.bundle, identifier: identifier, actionIdentifier: action)
         #expect(system.launcher.launches.map(\.bundleIdentifier) == [LegacyApp.bundle])

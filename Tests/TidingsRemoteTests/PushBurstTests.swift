@@ -92,6 +92,47 @@ struct PushBurstTests {
         withExtendedLifetime(app) {}
     }
 
+    /// The event sender sends the events it keeps from memory — the inbox is read for events
+    /// once, when the connection is made, never per window — and the events the gateway
+    /// confirmed are forgotten by the next hand-off's write while one is under way, else in a
+    /// write of their own. Hand-offs of at most 5: the second's mark is held until the first's
+    /// events are confirmed; a later hand-off's write (the second's or the third's, depending
+    /// on whether the confirmations came before the second began its write) forgets them; the
+    /// last events, with nothing queued, are forgotten alone.
+    @Test @MainActor func confirmedEventsAreForgottenWithTheNextHandOff() async throws {
+        let h = try await RemoteHarness.start()
+        defer { Task { await h.stop() } }
+        let (app, token) = try await h.offlineApp()
+        let ids = RemoteHarness.apnsIDs(0xd200, 15)
+        for id in ids { #expect(try await h.push(token: token, body: #"{"aps":{"alert":"hi"}}"#, apnsID: id).status == 200) }
+        let turnstile = MarkTurnstile()
+        let base = InMemoryRemoteInbox()
+        let inbox = CountingInbox(base, beforeMark: turnstile.wait)
+        let link = try await h.startLink(inbox: inbox, maximumHandOff: 5)
+        #expect(await eventually { inbox.counts.receivedPushes == ids.count }, "every hand-off queued")
+        turnstile.allow(1)  // the first hand-off's mark: its events are kept, sent and confirmed
+        #expect(await eventually { inbox.counts.eventsWithMarks > 0 })
+        let first = inbox.counts.eventsWithMarks  // 5, or fewer if the first burst read was smaller
+        for id in ids.prefix(first) {
+            #expect(await eventually { (try? await h.status(id).first?.presentedAt) != nil }, "\(id) recorded presented")
+        }
+        // Confirmed: waiting in the link, or taken by the next hand-off's mark (held at the turnstile).
+        #expect(await eventually { await link.confirmedEventsNotForgotten + inbox.counts.clearedWithMarks == first })
+        #expect(inbox.counts.clearWrites == 0, "hand-offs are under way: nothing forgotten in a write of its own")
+        turnstile.allow(100)
+        #expect(await eventually { inbox.counts.processedPushes == ids.count })
+        #expect(inbox.counts.clearedWithMarks >= first, "the first hand-off's events forgotten with a later hand-off's mark")
+        for id in ids {
+            #expect(await eventually { (try? await h.status(id).first?.presentedAt) != nil }, "\(id) recorded presented")
+        }
+        #expect(await eventually { (try? await base.pendingEvents(limit: 100).isEmpty) == true && inbox.counts.clearWrites >= 1 },
+                "the last ones forgotten in a write of their own: nothing queued")
+        #expect(inbox.counts.clearedWithMarks + inbox.counts.clearedAlone == ids.count, "each confirmed event forgotten once")
+        #expect(inbox.counts.eventReads == 1, "the inbox read for events once, at the connection (\(inbox.counts.eventReads))")
+        #expect(h.system.presenter.presentedIdentifiers == ids)
+        withExtendedLifetime(app) {}
+    }
+
     /// `maximumHandOff` bounds what one hand-off to the engine takes: a backlog of 7 with a
     /// limit of 3 goes in hand-offs of at most 3, in order.
     @Test @MainActor func aHandOffTakesAtMostTheConfiguredNumberOfPushes() async throws {
@@ -226,7 +267,7 @@ struct PushBurstTests {
 /// processed mark reaches the base (a `MarkGate` holds them there).
 final class CountingInbox: RemoteInboxStore {
     struct Counts { var receives = 0, receivedPushes = 0, unprocessedReads = 0, marks = 0, processedPushes = 0, largestMark = 0,
-                    eventWrites = 0, eventsWithMarks = 0 }
+                    eventWrites = 0, eventsWithMarks = 0, clearedWithMarks = 0, clearWrites = 0, clearedAlone = 0, eventReads = 0 }
     private let base: any RemoteInboxStore
     private let state = Mutex(Counts())
     private let beforeMark: @Sendable () async -> Void
@@ -247,13 +288,14 @@ final class CountingInbox: RemoteInboxStore {
         state.withLock { $0.unprocessedReads += 1 }
         return try await base.unprocessed(after: position, limit: limit)
     }
-    func markProcessed(_ pushes: [RemotePush], keeping events: [PendingDeliveryEvent]) async throws {
+    func markProcessed(_ pushes: [RemotePush], keeping events: [PendingDeliveryEvent], clearing confirmed: [PendingDeliveryEvent]) async throws {
+        state.withLock { $0.clearedWithMarks += confirmed.count }  // counted as the mark is asked for, before a gate
         await beforeMark()
         state.withLock {
             $0.marks += 1; $0.processedPushes += pushes.count; $0.largestMark = max($0.largestMark, pushes.count)
             $0.eventsWithMarks += events.count
         }
-        try await base.markProcessed(pushes, keeping: events)
+        try await base.markProcessed(pushes, keeping: events, clearing: confirmed)
     }
     func prune(before date: Date, limit: Int) async throws -> Int { try await base.prune(before: date, limit: limit) }
     func count() async throws -> Int { try await base.count() }
@@ -262,10 +304,14 @@ final class CountingInbox: RemoteInboxStore {
         try await base.addPendingEvents(events)
     }
     func pendingEvents(limit: Int) async throws -> [PendingDeliveryEvent] {
+        state.withLock { $0.eventReads += 1 }
         await beforeEventRead()
         return try await base.pendingEvents(limit: limit)
     }
-    func clearEvents(_ events: [PendingDeliveryEvent]) async throws { try await base.clearEvents(events) }
+    func clearEvents(_ events: [PendingDeliveryEvent]) async throws {
+        state.withLock { $0.clearWrites += 1; $0.clearedAlone += events.count }
+        try await base.clearEvents(events)
+    }
     func addRemoval(_ bundle: String) async throws { try await base.addRemoval(bundle) }
     func removals() async throws -> [String] { try await base.removals() }
     func clearRemoval(_ bundle: String) async throws { try await base.clearRemoval(bundle) }
@@ -354,4 +400,34 @@ final class GatedDeliverStore: DeviceStore {
     #expect(mode == 0o600)
     #expect(try DeviceKeyFile.loadOrCreate(path: path).rawRepresentation == made.rawRepresentation)
     #expect(!FileManager.default.fileExists(atPath: path + ".tmp"))
+}
+
+/// Lets through as many waiters as the test allows, in order: `CountingInbox(base, beforeMark: turnstile.wait)`
+/// holds processed marks one by one.
+final class MarkTurnstile: Sendable {
+    private let state = Mutex<(allowed: Int, waiting: [CheckedContinuation<Void, Never>])>((0, []))
+
+    func wait() async {
+        await withCheckedContinuation { c in
+            let go = state.withLock { s in
+                if s.allowed > 0 { s.allowed -= 1; return true }
+                s.waiting.append(c)
+                return false
+            }
+            if go { c.resume() }
+        }
+    }
+
+    func allow(_ n: Int) {
+        let resumed = state.withLock { s in
+            s.allowed += n
+            var resumed: [CheckedContinuation<Void, Never>] = []
+            while s.allowed > 0, !s.waiting.isEmpty {
+                s.allowed -= 1
+                resumed.append(s.waiting.removeFirst())
+            }
+            return resumed
+        }
+        for c in resumed { c.resume() }
+    }
 }

@@ -128,6 +128,28 @@ struct RemoteInboxConformanceTests {
         #expect(try await inbox.pendingEvents(limit: 10) == events.reversed(), "kept once")
     }
 
+    /// A processed mark also forgets the events confirmed since the last write (the event
+    /// sender's, riding with the next hand-off): those confirmed go, others stay; an event
+    /// confirmed and kept again in the same write is kept (forgotten first, then kept); one
+    /// without a sequence is forgotten too; events not in the inbox are ignored.
+    @Test(arguments: RemoteInboxBackend.allCases)
+    func aProcessedMarkForgetsTheConfirmedEvents(_ backend: RemoteInboxBackend) async throws {
+        let inbox = try backend.make()
+        _ = try await inbox.receive((1...4).map { push($0) }, at: t0)
+        let presented = (1...4).map { PendingDeliveryEvent(event: "presented", apnsID: push($0).apnsID, sequence: $0) }
+        let legacy = PendingDeliveryEvent(event: "answered", apnsID: "legacy")
+        try await inbox.addPendingEvents([legacy])
+        try await inbox.markProcessed([push(1), push(2)], keeping: Array(presented[0...1]))
+        try await inbox.markProcessed([push(3)], keeping: [presented[2]], clearing: [presented[0], legacy, PendingDeliveryEvent(event: "presented", apnsID: "never")])
+        #expect(try await inbox.unprocessed() == [push(4)])
+        #expect(try await inbox.pendingEvents(limit: 10) == [presented[1], presented[2]], "the confirmed ones gone, the rest kept")
+        try await inbox.markProcessed([push(4)], keeping: [presented[1], presented[3]], clearing: [presented[1], presented[2]])
+        #expect(try await inbox.unprocessed().isEmpty)
+        #expect(try await inbox.pendingEvents(limit: 10) == [presented[1], presented[3]], "confirmed and kept again in one write: kept")
+        try await inbox.markProcessed([], keeping: [], clearing: [presented[1], presented[3]])
+        #expect(try await inbox.pendingEvents(limit: 10).isEmpty, "a write of clearing alone")
+    }
+
     /// Kept once per push (sequence and apns-id) and stage, oldest push first — one kept before
     /// events had a sequence before all — and past the limit the oldest go.
     @Test(arguments: RemoteInboxBackend.allCases)
@@ -293,7 +315,7 @@ struct SQLiteRemoteInboxTests {
         try await check.read { db in
             let table = try String.fetchOne(db, sql: "SELECT sql FROM sqlite_master WHERE name = 'push'") ?? ""
             #expect(table.contains("PRIMARY KEY (sequence, apns_id)") && table.contains("WITHOUT ROWID"), "\(table)")
-            #expect(try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'push' AND sql IS NOT NULL") == ["push_unprocessed"])
+            #expect(try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'push' AND sql IS NOT NULL") == ["push_received"])
         }
         try check.close()
         let reopened = try SQLiteRemoteInbox(path: path)  // migrated once: opening again changes nothing
@@ -368,6 +390,73 @@ struct SQLiteRemoteInboxTests {
         #expect(try await reopened.pendingEvents(limit: 10) == [e1Answered, e1, e20, e9], "counted at opening: past the limit the oldest went")
     }
 
+    /// An inbox in the third layout (made by its SQL, as the daemon before unprocessed pushes
+    /// were listed apart left it: a `processed` column and a `(processed, received_at)` index)
+    /// opened by this one: the unprocessed listed apart — in the order received — the column
+    /// and its index gone, `push_received` made; marks, redeliveries and pruning work on the
+    /// rows moved over, and events and removals are as they were.
+    @Test func anInboxInTheThirdLayoutListsItsUnprocessedApart() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("remote-\(UUID().uuidString).sqlite").path
+        let queue = try DatabaseQueue(path: path)
+        try await queue.write { db in
+            try db.execute(sql: """
+                CREATE TABLE grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY);
+                INSERT INTO grdb_migrations (identifier) VALUES ('inbox-v1'), ('inbox-v2-by-sequence'), ('inbox-v3-events-by-sequence');
+                CREATE TABLE pending_removal (bundle TEXT PRIMARY KEY NOT NULL);
+                CREATE TABLE pending_event (
+                    sequence INTEGER NOT NULL, apns_id TEXT NOT NULL, event TEXT NOT NULL,
+                    PRIMARY KEY (sequence, apns_id, event)) WITHOUT ROWID;
+                CREATE TABLE push (
+                    sequence INTEGER NOT NULL, apns_id TEXT NOT NULL, bundle TEXT NOT NULL,
+                    push_type TEXT NOT NULL, priority INTEGER NOT NULL, collapse_id TEXT,
+                    expires_at INTEGER NOT NULL, accepted_at INTEGER NOT NULL, payload BLOB NOT NULL,
+                    received_at INTEGER NOT NULL, processed INTEGER NOT NULL DEFAULT 0,
+                    PRIMARY KEY (sequence, apns_id)) WITHOUT ROWID;
+                CREATE INDEX push_unprocessed ON push(processed, received_at);
+                INSERT INTO pending_event (sequence, apns_id, event) VALUES (10, 'e1', 'presented');
+                INSERT INTO pending_removal (bundle) VALUES ('com.example.gone');
+                """)
+            // Received in this order: 6 (processed, old), then 9 and 8, then 1–3 (2 processed).
+            let rows: [(RemotePush, Int64, Bool)] = [(push(6), 1_795_000_000_000, true), (push(9, collapse: "score"), 1_795_348_800_000, false),
+                                                     (push(8, pushType: .voip), 1_795_348_800_000, false), (push(1), 1_795_348_801_000, false),
+                                                     (push(2), 1_795_348_801_000, true), (push(3), 1_795_348_801_000, false)]
+            for (p, receivedAt, processed) in rows {
+                try db.execute(sql: """
+                    INSERT INTO push (sequence, apns_id, bundle, push_type, priority, collapse_id, expires_at, accepted_at, payload, received_at, processed)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """, arguments: [p.sequence, p.apnsID, p.bundleIdentifier, p.pushType.rawValue, p.priority.rawValue, p.collapseID?.rawValue,
+                                     p.expiresAt, p.acceptedAt, Data(p.payload), receivedAt, processed])
+            }
+        }
+        try queue.close()
+
+        let inbox = try SQLiteRemoteInbox(path: path)
+        #expect(try await inbox.unprocessed() == [push(8, pushType: .voip), push(9, collapse: "score"), push(1), push(3)],
+                "the unprocessed pushes, every field, in the order received")
+        #expect(try await inbox.count() == 6)
+        #expect(try await inbox.pendingEvents(limit: 10) == [PendingDeliveryEvent(event: "presented", apnsID: "e1", sequence: 10)])
+        #expect(try await inbox.removals() == ["com.example.gone"])
+        #expect(try await inbox.receive([push(2), push(3), push(10)], at: t0.addingTimeInterval(5)) == [false, false, true],
+                "processed and unprocessed pushes moved over are still known")
+        try await inbox.markProcessed([push(8, pushType: .voip), push(1)])
+        #expect(try await inbox.unprocessed().map(\.sequence) == [9, 3, 10])
+        #expect(try await inbox.prune(before: Date(timeIntervalSince1970: 1_795_348_801.5), limit: 10) == 4,
+                "the processed pushes received before the cutoff — 6, 8, 1 and 2 — not the unprocessed 9 and 3")
+        #expect(try await inbox.unprocessed().map(\.sequence) == [9, 3, 10])
+        #expect(try await inbox.count() == 3)
+
+        let check = try DatabaseQueue(path: path)
+        try await check.read { db in
+            #expect(try !db.columns(in: "push").contains { $0.name == "processed" }, "the column is gone")
+            #expect(try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'push' AND sql IS NOT NULL") == ["push_received"])
+            let table = try String.fetchOne(db, sql: "SELECT sql FROM sqlite_master WHERE name = 'unprocessed_push'") ?? ""
+            #expect(table.contains("PRIMARY KEY (sequence, apns_id)") && table.contains("WITHOUT ROWID"), "\(table)")
+        }
+        try check.close()
+        let reopened = try SQLiteRemoteInbox(path: path)  // migrated once: opening again changes nothing
+        #expect(try await reopened.unprocessed().map(\.sequence) == [9, 3, 10])
+    }
+
     @Test func aPayloadStoredAsTextBeforeIsReadAsItsBytes() async throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("remote-\(UUID().uuidString).sqlite").path
         _ = try SQLiteRemoteInbox(path: path)
@@ -379,6 +468,8 @@ struct SQLiteRemoteInboxTests {
                 VALUES (?, ?, ?, 'alert', ?, 'c', ?, ?, ?, ?)
                 """, arguments: [old.apnsID, old.sequence, app, old.priority.rawValue, old.expiresAt, old.acceptedAt,
                                  String(decoding: old.payload, as: UTF8.self), 1_795_348_800_000])
+            try db.execute(sql: "INSERT INTO unprocessed_push (sequence, apns_id, received_at) VALUES (?, ?, ?)",
+                           arguments: [old.sequence, old.apnsID, 1_795_348_800_000])
         }
         try queue.close()
         #expect(try await SQLiteRemoteInbox(path: path).unprocessed() == [old])

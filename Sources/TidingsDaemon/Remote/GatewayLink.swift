@@ -96,19 +96,37 @@ public actor GatewayLink: RemoteNotificationLink {
     private var lastError: String = "not connected yet"
     private var connectWaiters: [CheckedContinuation<DeviceConnection?, Never>] = []
     /// Delivery events are kept in the inbox until the gateway confirms them durable, and sent
-    /// again on every connection until then. One sender at a time (`sendingEvents`).
-    private var sendingEvents = false
-    /// Events this run kept for the gateway and has not seen confirmed (bounds receipt with
-    /// `maximumUnconfirmedEvents`); back to 0 when the inbox holds none.
-    private var unconfirmedEvents = 0
-    /// Reports kept in the inbox so far: the sender reads the inbox again when one came while
-    /// it was reading (else it would return on an empty read, leave those events unsent until
-    /// the next report, and zero `unconfirmedEvents` under them — seen in CI).
-    private var eventReports = 0
-    /// Events sent at once before waiting for their confirmations: the gateway's default
-    /// `deviceMaximumPendingEvents` (one window is one of its transactions). With 256, a
-    /// 100,000 backlog presented at 4,000 pushes/s, paced by its events (load ≈ 7); with
-    /// 1,024, 7,800/s (docs/benchmarks.md, "Remote, in processes").
+    /// again on every connection until then. Whether a connection's first read of the inbox
+    /// (`loadEvents`) runs: nothing is sent on it before.
+    private var loadingEvents = false
+    /// Whether refused events wait for `eventRetryInterval` (one timer for all of them).
+    private var retryScheduled = false
+    /// Events kept in the inbox and still to be sent on this connection, oldest first: what the
+    /// inbox holds when a connection is made (`loadEvents`), then each event as it is kept —
+    /// the sender does not read back from the inbox what it has in memory.
+    private var outbox: Deque<PendingDeliveryEvent> = []
+    /// Events sent on this connection and not answered yet, and those refused that wait for
+    /// `eventRetryInterval`.
+    private var eventsInFlight = 0
+    private var eventsToRetry: [PendingDeliveryEvent] = []
+    /// Events the gateway confirmed that the inbox still holds: forgotten with the next
+    /// hand-off's write (`markProcessed(_:keeping:clearing:)`), or in a write of their own
+    /// when no hand-off is under way (`clearConfirmed`).
+    private var confirmedEvents: [PendingDeliveryEvent] = []
+    private var clearingEvents = false
+    /// Counts connections: what a connection gone left in flight or waiting for a retry is not
+    /// counted or sent again by its sender (the next connection loads it from the inbox).
+    private var connectionNumber = 0
+    /// The connection whose sender has loaded the outbox from the inbox (`loadEvents`).
+    private var loadedConnection = -1
+    /// Events kept and not confirmed: bounds receipt with `maximumUnconfirmedEvents`. Counts
+    /// what a previous run left in the inbox once the first connection's sender has read it.
+    private var unconfirmedEvents: Int { outbox.count + eventsInFlight + eventsToRetry.count }
+    /// Events sent and not confirmed at most: the gateway's default
+    /// `deviceMaximumPendingEvents`, so none is refused for that. A message goes as soon as
+    /// there is room (a sliding window, not a window sent whole and awaited whole): with 256 a
+    /// whole window at a time, a 100,000 backlog presented at 4,000 pushes/s, paced by its
+    /// events; with 1,024, 7,800/s (docs/benchmarks.md, "Remote, in processes").
     static let eventWindow = 1_024
     /// Apps that got pushes while they had no worker: `processLoop` starts one for each.
     private let workers: AsyncStream<String>.Continuation
@@ -269,6 +287,10 @@ public actor GatewayLink: RemoteNotificationLink {
                 logger.warning("could not tell the gateway an app was removed", metadata: ["app": "\(bundle)", "error": "\(error)"])
             }
         }
+        connectionNumber &+= 1
+        eventsInFlight = 0
+        eventsToRetry = []
+        retryScheduled = false
         phase = .connected(connection)
         sendPendingEvents()
         for waiter in connectWaiters { waiter.resume(returning: connection) }
@@ -406,10 +428,13 @@ public actor GatewayLink: RemoteNotificationLink {
                 }
             }
             let events = handOffEvents.removeValue(forKey: bundle) ?? []
+            let confirmed = confirmedEvents
+            confirmedEvents = []
             do {
-                try await inbox.markProcessed(batch, keeping: events)
+                try await inbox.markProcessed(batch, keeping: events, clearing: confirmed)
                 kept(events)
             } catch {
+                confirmedEvents = confirmed + confirmedEvents
                 // Not shown again in this run (nothing reads the inbox back while it runs);
                 // after a restart the delivered-list check keeps them from showing twice —
                 // the normal case at a stop (the write is cancelled), so not an error then.
@@ -420,6 +445,7 @@ public actor GatewayLink: RemoteNotificationLink {
             queued.pushes -= batch.count
             queued.payloadBytes -= batch.reduce(0) { $0 + $1.payload.count }
             wakeWaiters()
+            if queued.pushes == 0 { await clearConfirmed() }  // no hand-off left to take them
         }
         appQueues[bundle] = nil
     }
@@ -507,8 +533,7 @@ public actor GatewayLink: RemoteNotificationLink {
     /// Events now in the inbox: counted against `maximumUnconfirmedEvents` and sent.
     private func kept(_ events: [PendingDeliveryEvent]) {
         guard !events.isEmpty else { return }
-        unconfirmedEvents += events.count
-        eventReports &+= 1
+        outbox.append(contentsOf: events)
         sendPendingEvents()
     }
 
@@ -518,63 +543,119 @@ public actor GatewayLink: RemoteNotificationLink {
         for e in events { connection.report(DeviceDeliveryEvent(rawValue: e.event), apnsID: e.apnsID, sequence: e.sequence) }
     }
 
-    /// Starts sending the inbox's pending events on the current connection, unless a sender runs.
-    private func sendPendingEvents() {
-        guard case .connected(let connection) = phase, !sendingEvents else { return }
-        sendingEvents = true
-        Task { await self.sendEvents(on: connection) }
+    /// On a new connection, before its sender sends: the outbox becomes what the inbox holds —
+    /// events of a previous run or connection, confirmed ones forgotten first — followed by
+    /// those kept while it was read. What the last connection had in flight or waiting is in
+    /// there too.
+    private func loadEvents() async {
+        await clearConfirmed()
+        outbox = []
+        do {
+            let stored = try await inbox.pendingEvents(limit: RemoteInboxDefaults.maximumPendingEvents)
+            let storedSet = Set(stored)
+            let keptMeanwhile = outbox.filter { !storedSet.contains($0) }
+            outbox = Deque(stored)
+            outbox.append(contentsOf: keptMeanwhile)
+        } catch {
+            logger.warning("could not read the delivery events kept for the gateway", metadata: ["error": "\(error)"])
+        }
+        wakeWaiters()
     }
 
-    /// Sends pending events in windows of `eventWindow`, each forgotten once confirmed (or,
-    /// to a gateway that does not confirm events, once sent), until none is left or the
-    /// connection fails; what is left goes on the next connection. Events the gateway refused
-    /// on a connection that stays up are sent again after `eventRetryInterval`.
-    private func sendEvents(on connection: DeviceConnection) async {
-        defer { sendingEvents = false }
-        while case .connected(let current) = phase, current === connection {
-            let reportsBefore = eventReports
-            guard let window = try? await inbox.pendingEvents(limit: Self.eventWindow) else { return }
-            guard !window.isEmpty else {
-                if eventReports != reportsBefore { continue }  // kept while this read ran: read again
-                unconfirmedEvents = 0
-                wakeWaiters()
-                return
+    /// Sends from the outbox on the current connection while fewer than `eventWindow` events
+    /// wait for their confirmation, in `events` messages of at most `maximumEventsPerMessage`
+    /// (to an older gateway `record` sends one `event` per event itself), each answered on its
+    /// own (`recorded`), a message that is not full only when none is in flight. On a new
+    /// connection the outbox is loaded from the inbox first.
+    private func sendPendingEvents() {
+        guard case .connected(let connection) = phase, !loadingEvents else { return }
+        let number = connectionNumber
+        guard loadedConnection == number else {
+            loadingEvents = true
+            Task {
+                await self.loadEvents()
+                await self.loaded(number)
             }
-            // In `events` messages of at most `maximumEventsPerMessage`, one reply each (to an
-            // older gateway `record` sends one `event` per event itself).
-            let perMessage = DeviceConnection.maximumEventsPerMessage
-            let done = await withTaskGroup(of: [PendingDeliveryEvent].self) { group in
-                for start in stride(from: 0, to: window.count, by: perMessage) {
-                    let part = Array(window[start..<min(start + perMessage, window.count)])
-                    group.addTask {
-                        do {
-                            _ = try await connection.record(part.map { DeviceEventItem(apnsID: $0.apnsID, event: $0.event, sequence: $0.sequence) })
-                            return part
-                        } catch { return [] }
-                    }
-                }
-                var done: [PendingDeliveryEvent] = []
-                for await part in group { done += part }
-                return done
+            return
+        }
+        // A part-full message only when none is in flight (at once when idle; under load the
+        // events kept during a round trip go together, in full messages).
+        let perMessage = DeviceConnection.maximumEventsPerMessage
+        while eventsInFlight < Self.eventWindow, !outbox.isEmpty, eventsInFlight == 0 || outbox.count >= perMessage {
+            let count = min(perMessage, Self.eventWindow - eventsInFlight, outbox.count)
+            let part = Array(outbox.prefix(count))
+            outbox.removeFirst(count)
+            eventsInFlight += count
+            Task {
+                let confirmed: Bool
+                do {
+                    _ = try await connection.record(part.map { DeviceEventItem(apnsID: $0.apnsID, event: $0.event, sequence: $0.sequence) })
+                    confirmed = true
+                } catch { confirmed = false }
+                await self.recorded(part, confirmed: confirmed, on: number)
             }
-            do { try await inbox.clearEvents(done) } catch {
-                logger.warning("could not forget confirmed delivery events", metadata: ["error": "\(error)"])
-                return
-            }
-            unconfirmedEvents = max(0, unconfirmedEvents - done.count)
+        }
+    }
+
+    private func loaded(_ number: Int) {
+        loadingEvents = false
+        if number == connectionNumber { loadedConnection = number }
+        sendPendingEvents()  // or load again for the connection made meanwhile
+    }
+
+    /// A message's answer. Confirmed events are forgotten with the next hand-off's write, or
+    /// now if none is under way; refused ones (an error reply, or the connection failed) are
+    /// sent again after `eventRetryInterval` if this connection is still up — a new one loads
+    /// them from the inbox at once. Answers of a connection gone change nothing.
+    private func recorded(_ part: [PendingDeliveryEvent], confirmed: Bool, on number: Int) async {
+        guard number == connectionNumber else { return }
+        eventsInFlight -= part.count
+        if confirmed {
+            confirmedEvents += part
             wakeWaiters()
-            if done.count < window.count {
-                // Refused (an error reply) or the connection failed: again after the interval
-                // if still connected (a new connection sends them at once, `connected`).
+        } else {
+            eventsToRetry += part
+            if !retryScheduled {
+                retryScheduled = true
                 let interval = configuration.eventRetryInterval
                 Task {
                     try? await Task.sleep(for: interval)
-                    await self.sendPendingEvents()
+                    await self.retryEvents(after: number)
                 }
+            }
+        }
+        sendPendingEvents()
+        if confirmed, queued.pushes == 0 { await clearConfirmed() }  // else the next hand-off's write forgets them
+    }
+
+    /// Puts refused events back at the front of the outbox, if their connection is still the current one.
+    private func retryEvents(after number: Int) {
+        retryScheduled = false
+        guard number == connectionNumber, !eventsToRetry.isEmpty else { return }
+        outbox.insert(contentsOf: eventsToRetry, at: 0)
+        eventsToRetry = []
+        sendPendingEvents()
+    }
+
+    /// Forgets confirmed events in a write of their own, until none is left (one clearing at a
+    /// time; on a failure they wait for the next write).
+    private func clearConfirmed() async {
+        guard !clearingEvents else { return }
+        clearingEvents = true
+        defer { clearingEvents = false }
+        while !confirmedEvents.isEmpty {
+            let events = confirmedEvents
+            confirmedEvents = []
+            do { try await inbox.clearEvents(events) } catch {
+                confirmedEvents = events + confirmedEvents
+                logger.warning("could not forget confirmed delivery events", metadata: ["error": "\(error)"])
                 return
             }
         }
     }
+
+    /// Events the gateway confirmed that the inbox still holds (for tests).
+    var confirmedEventsNotForgotten: Int { confirmedEvents.count }
 
     /// How many pushes the inbox holds, processed or not (for tests).
     var inboxCount: Int {

@@ -11,8 +11,9 @@ import TidingsStorage
 ///
 /// Layout (docs/benchmarks.md, "Inbox layout"): `push` is one b-tree keyed by the gateway's
 /// `(sequence, apns_id)` (`WITHOUT ROWID`), so receipt appends at its right edge, plus one
-/// index `(processed, received_at)` — also appended — for the unprocessed pushes in the order
-/// received and for pruning the oldest processed ones. `pending_event` is keyed by
+/// index `push_received` — also appended — for pruning the oldest. The pushes not yet
+/// processed are listed apart, in `unprocessed_push` (the same key and the time received):
+/// marking deletes from there and leaves the push row alone. `pending_event` is keyed by
 /// `(sequence, apns_id, event)` (`WITHOUT ROWID`): an event is appended near its right edge
 /// and deleted from there once confirmed. Nothing is keyed by a random apns-id.
 public final class SQLiteRemoteInbox: RemoteInboxStore {
@@ -102,6 +103,24 @@ public final class SQLiteRemoteInbox: RemoteInboxStore {
                 ALTER TABLE pending_event_by_sequence RENAME TO pending_event;
                 """)
         }
+        // Unprocessed pushes apart from the pushes (`unprocessed_push`, keyed like `push`):
+        // marking a push processed deletes a short row from a small table instead of
+        // rewriting the push row — payload and all — and moving it in a
+        // `(processed, received_at)` index, so a hand-off's marks dirty a few pages, not one
+        // page per few pushes (docs/benchmarks.md, "Inbox marks apart (session 12)"). Pruning
+        // finds the oldest through `push_received`. Every row is kept, processed or not.
+        migrator.registerMigration("inbox-v4-unprocessed-apart") { db in
+            try db.execute(sql: """
+                CREATE TABLE unprocessed_push (
+                    sequence INTEGER NOT NULL, apns_id TEXT NOT NULL, received_at INTEGER NOT NULL,
+                    PRIMARY KEY (sequence, apns_id)) WITHOUT ROWID;
+                INSERT INTO unprocessed_push (sequence, apns_id, received_at)
+                    SELECT sequence, apns_id, received_at FROM push WHERE processed = 0;
+                DROP INDEX push_unprocessed;
+                ALTER TABLE push DROP COLUMN processed;
+                CREATE INDEX push_received ON push(received_at);
+                """)
+        }
         return migrator
     }
 
@@ -119,12 +138,14 @@ public final class SQLiteRemoteInbox: RemoteInboxStore {
                     INSERT OR IGNORE INTO push (sequence, apns_id, bundle, push_type, priority, collapse_id,
                                                 expires_at, accepted_at, payload, received_at)
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """)
+                    """).sqliteStatement
+                let unprocessed = try db.cachedStatement(sql: """
+                    INSERT INTO unprocessed_push (sequence, apns_id, received_at) VALUES (?, ?, ?)
+                    """).sqliteStatement
                 inserted.reserveCapacity(pushes.count)
                 var texts = BoundTexts()
                 for push in pushes {
-                    try Self.bindAndStep(insert.sqliteStatement, db: db, push: push, receivedAt: receivedAt, texts: &texts)
-                    inserted.append(db.changesCount > 0)
+                    inserted.append(try Self.insert(push, receivedAt: receivedAt, into: (insert, unprocessed), db: db, texts: &texts))
                 }
                 return .commit
             }
@@ -132,28 +153,39 @@ public final class SQLiteRemoteInbox: RemoteInboxStore {
         }
     }
 
-    /// Binds one push by hand on the cached insert and steps: GRDB's `StatementArguments`
-    /// box every value of every row (`SQLiteGatewayStore`'s insert does the same).
-    private static func bindAndStep(_ s: SQLiteStatement, db: Database, push: RemotePush, receivedAt: Int64, texts: inout BoundTexts) throws {
+    /// Binds one push by hand on the cached inserts and steps: into `push`, and — if it is new
+    /// there (not a redelivery) — into `unprocessed_push`. Returns whether it was new. GRDB's
+    /// `StatementArguments` box every value of every row (`SQLiteGatewayStore`'s insert binds
+    /// by hand too).
+    private static func insert(_ push: RemotePush, receivedAt: Int64, into s: (push: SQLiteStatement, unprocessed: SQLiteStatement),
+                               db: Database, texts: inout BoundTexts) throws -> Bool {
         texts.reset()
         let apnsID = texts.append(push.apnsID), bundle = texts.append(push.bundleIdentifier)
         let pushType = texts.append(push.pushType.rawValue), collapseID = push.collapseID.map { texts.append($0.rawValue) }
-        try texts.withBytes { text in
+        return try texts.withBytes { text in
             try push.payload.withUnsafeBytes { payload in
-                var code = sqlite3_bind_int64(s, 1, push.sequence)
-                if code == SQLITE_OK { code = text.bind(s, 2, apnsID) }
-                if code == SQLITE_OK { code = text.bind(s, 3, bundle) }
-                if code == SQLITE_OK { code = text.bind(s, 4, pushType) }
-                if code == SQLITE_OK { code = sqlite3_bind_int64(s, 5, Int64(push.priority.rawValue)) }
-                if code == SQLITE_OK { code = text.bind(s, 6, collapseID) }
-                if code == SQLITE_OK { code = sqlite3_bind_int64(s, 7, push.expiresAt) }
-                if code == SQLITE_OK { code = sqlite3_bind_int64(s, 8, push.acceptedAt) }
+                let p = s.push
+                var code = sqlite3_bind_int64(p, 1, push.sequence)
+                if code == SQLITE_OK { code = text.bind(p, 2, apnsID) }
+                if code == SQLITE_OK { code = text.bind(p, 3, bundle) }
+                if code == SQLITE_OK { code = text.bind(p, 4, pushType) }
+                if code == SQLITE_OK { code = sqlite3_bind_int64(p, 5, Int64(push.priority.rawValue)) }
+                if code == SQLITE_OK { code = text.bind(p, 6, collapseID) }
+                if code == SQLITE_OK { code = sqlite3_bind_int64(p, 7, push.expiresAt) }
+                if code == SQLITE_OK { code = sqlite3_bind_int64(p, 8, push.acceptedAt) }
                 if code == SQLITE_OK {
                     // An empty payload is still a blob, never NULL (the column is NOT NULL).
-                    code = sqlite3_bind_blob(s, 9, payload.baseAddress ?? UnsafeRawPointer(bitPattern: 1), CInt(payload.count), BoundTexts.staticBytes)
+                    code = sqlite3_bind_blob(p, 9, payload.baseAddress ?? UnsafeRawPointer(bitPattern: 1), CInt(payload.count), BoundTexts.staticBytes)
                 }
-                if code == SQLITE_OK { code = sqlite3_bind_int64(s, 10, receivedAt) }
-                try BoundTexts.stepAndReset(s, db: db, code)
+                if code == SQLITE_OK { code = sqlite3_bind_int64(p, 10, receivedAt) }
+                try BoundTexts.stepAndReset(p, db: db, code)
+                guard db.changesCount > 0 else { return false }
+                let u = s.unprocessed
+                code = sqlite3_bind_int64(u, 1, push.sequence)
+                if code == SQLITE_OK { code = text.bind(u, 2, apnsID) }
+                if code == SQLITE_OK { code = sqlite3_bind_int64(u, 3, receivedAt) }
+                try BoundTexts.stepAndReset(u, db: db, code)
+                return true
             }
         }
     }
@@ -161,9 +193,12 @@ public final class SQLiteRemoteInbox: RemoteInboxStore {
     public func unprocessed(after position: RemoteInboxPosition?, limit: Int) async throws -> [(position: RemoteInboxPosition, push: RemotePush)] {
         let after = position ?? RemoteInboxPosition(receivedAt: .min, sequence: .min, apnsID: "")
         return try await queue.read { db in
+            // Sorted here: the unprocessed are at most what receipt queued before a stop
+            // (`GatewayLinkConfiguration.maximumQueuedPushes` and one hand-off), read once at start.
             try Row.fetchAll(db, sql: """
-                SELECT * FROM push WHERE processed = 0 AND (received_at, sequence, apns_id) > (?, ?, ?)
-                ORDER BY received_at, sequence, apns_id LIMIT ?
+                SELECT p.* FROM unprocessed_push u JOIN push p ON p.sequence = u.sequence AND p.apns_id = u.apns_id
+                WHERE (u.received_at, u.sequence, u.apns_id) > (?, ?, ?)
+                ORDER BY u.received_at, u.sequence, u.apns_id LIMIT ?
                 """, arguments: [after.receivedAt, after.sequence, after.apnsID, max(0, limit)]).compactMap { row in
                 Self.push(row).map { (RemoteInboxPosition(receivedAt: row["received_at"], sequence: $0.sequence, apnsID: $0.apnsID), $0) }
             }
@@ -186,16 +221,17 @@ public final class SQLiteRemoteInbox: RemoteInboxStore {
     }
 
     /// Committed with `synchronous=NORMAL` (no fsync; it survives `kill -9`, and the next FULL
-    /// commit makes it durable), the marks and the events in one transaction. The connection is
+    /// commit makes it durable), the marks, the clearing and the events in one transaction. The connection is
     /// back at FULL before this returns, or it throws. Each push is found by the table's key,
     /// bound by hand.
-    public func markProcessed(_ pushes: [RemotePush], keeping events: [PendingDeliveryEvent]) async throws {
-        guard !pushes.isEmpty || !events.isEmpty else { return }
+    public func markProcessed(_ pushes: [RemotePush], keeping events: [PendingDeliveryEvent], clearing confirmed: [PendingDeliveryEvent]) async throws {
+        guard !pushes.isEmpty || !events.isEmpty || !confirmed.isEmpty else { return }
         let keys = pushes.map { ($0.sequence, $0.apnsID) }
         try await withoutSync { db in
             try db.inTransaction {
+                if !confirmed.isEmpty { try self.deleteEvents(confirmed, db: db) }
                 if !events.isEmpty { try self.insertEvents(events, db: db) }
-                let s = try db.cachedStatement(sql: "UPDATE push SET processed = 1 WHERE sequence = ? AND apns_id = ?").sqliteStatement
+                let s = try db.cachedStatement(sql: "DELETE FROM unprocessed_push WHERE sequence = ? AND apns_id = ?").sqliteStatement
                 var texts = BoundTexts()
                 for (sequence, apnsID) in keys {
                     texts.reset()
@@ -214,10 +250,12 @@ public final class SQLiteRemoteInbox: RemoteInboxStore {
     public func prune(before date: Date, limit: Int) async throws -> Int {
         let cutoff = Self.milliseconds(date)
         return try await queue.write { db in
-            // Oldest first through the (processed, received_at) index.
+            // Oldest first through `push_received`, passing over the few still unprocessed.
             try db.execute(sql: """
                 DELETE FROM push WHERE (sequence, apns_id) IN (
-                    SELECT sequence, apns_id FROM push WHERE processed = 1 AND received_at < ? ORDER BY received_at LIMIT ?)
+                    SELECT sequence, apns_id FROM push p WHERE received_at < ? AND NOT EXISTS (
+                        SELECT 1 FROM unprocessed_push u WHERE u.sequence = p.sequence AND u.apns_id = p.apns_id)
+                    ORDER BY received_at LIMIT ?)
                 """, arguments: [cutoff, max(0, limit)])
             return db.changesCount
         }

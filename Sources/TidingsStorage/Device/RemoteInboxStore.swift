@@ -36,12 +36,14 @@ public protocol RemoteInboxStore: Sendable {
     /// restart hands the engine again), after `position` (nil: from the first), at most
     /// `limit`: read in pages, so a large backlog is never in memory at once.
     func unprocessed(after position: RemoteInboxPosition?, limit: Int) async throws -> [(position: RemoteInboxPosition, push: RemotePush)]
-    /// Marks pushes as handed to the engine and keeps the delivery events of that hand-off
-    /// (as `addPendingEvents`), in one write: both or neither. It needs no fsync: a mark lost
-    /// to a power failure only means the push is recovered, and the engine's delivered list
-    /// keeps it from showing twice (and has its `presented` event reported again). Pushes not
-    /// in the inbox are ignored.
-    func markProcessed(_ pushes: [RemotePush], keeping events: [PendingDeliveryEvent]) async throws
+    /// Marks pushes as handed to the engine, forgets the events the gateway has confirmed
+    /// since the last write (as `clearEvents`) and keeps the delivery events of that hand-off
+    /// (as `addPendingEvents`; after the clearing, so an event confirmed and then kept again is
+    /// kept), in one write: all or nothing. It needs no fsync: a mark lost to a power failure
+    /// only means the push is recovered, and the engine's delivered list keeps it from showing
+    /// twice (and has its `presented` event reported again); a clearing lost only means an
+    /// event is sent again. Pushes and events not in the inbox are ignored.
+    func markProcessed(_ pushes: [RemotePush], keeping events: [PendingDeliveryEvent], clearing confirmed: [PendingDeliveryEvent]) async throws
     /// Forgets processed pushes received before `date` (they can no longer come again).
     /// At most `limit` of them, oldest first, in one write; returns how many (callers repeat
     /// while it returns `limit`, so receipt is never held behind a month of deletions).
@@ -68,9 +70,14 @@ public protocol RemoteInboxStore: Sendable {
 }
 
 extension RemoteInboxStore {
-    /// Marks pushes as handed to the engine (`markProcessed(_:keeping:)` without events).
+    /// Marks pushes as handed to the engine (`markProcessed(_:keeping:clearing:)` without events).
     public func markProcessed(_ pushes: [RemotePush]) async throws {
-        try await markProcessed(pushes, keeping: [])
+        try await markProcessed(pushes, keeping: [], clearing: [])
+    }
+
+    /// Marks pushes and keeps their hand-off's events, clearing none.
+    public func markProcessed(_ pushes: [RemotePush], keeping events: [PendingDeliveryEvent]) async throws {
+        try await markProcessed(pushes, keeping: events, clearing: [])
     }
 
     /// Every push not yet marked processed, in the order received (tests and tools; the
@@ -170,11 +177,12 @@ public final class InMemoryRemoteInbox: RemoteInboxStore {
         }
     }
 
-    public func markProcessed(_ pushes: [RemotePush], keeping events: [PendingDeliveryEvent]) async throws {
+    public func markProcessed(_ pushes: [RemotePush], keeping events: [PendingDeliveryEvent], clearing confirmed: [PendingDeliveryEvent]) async throws {
         state.withLock { s in
             for push in pushes {
                 if let i = s.index[Key(apnsID: push.apnsID, sequence: push.sequence)] { s.entries[i].processed = true }
             }
+            clear(confirmed, in: &s)
             keep(events, in: &s)
         }
     }
@@ -222,8 +230,13 @@ public final class InMemoryRemoteInbox: RemoteInboxStore {
     }
 
     public func clearEvents(_ events: [PendingDeliveryEvent]) async throws {
+        state.withLock { clear(events, in: &$0) }
+    }
+
+    private func clear(_ events: [PendingDeliveryEvent], in s: inout State) {
+        guard !events.isEmpty else { return }
         let gone = Set(events.map { PendingDeliveryEvent(event: $0.event, apnsID: $0.apnsID, sequence: $0.sequence ?? .min) })
-        state.withLock { $0.events.removeAll { gone.contains(PendingDeliveryEvent(event: $0.event, apnsID: $0.apnsID, sequence: $0.sequence ?? .min)) } }
+        s.events.removeAll { gone.contains(PendingDeliveryEvent(event: $0.event, apnsID: $0.apnsID, sequence: $0.sequence ?? .min)) }
     }
 
     public func addRemoval(_ bundle: String) async throws { _ = state.withLock { $0.removals.insert(bundle) } }
