@@ -107,7 +107,7 @@ public final class SQLiteRemoteInbox: RemoteInboxStore {
         // marking a push processed deletes a short row from a small table instead of
         // rewriting the push row — payload and all — and moving it in a
         // `(processed, received_at)` index, so a hand-off's marks dirty a few pages, not one
-        // page per few pushes (docs/benchmarks.md, "Inbox marks apart (session 12)"). Pruning
+        // page per few pushes (docs/benchmarks.md, "Inbox marks apart, events from memory (session 12)"). Pruning
         // finds the oldest through `push_received`. Every row is kept, processed or not.
         migrator.registerMigration("inbox-v4-unprocessed-apart") { db in
             try db.execute(sql: """
