@@ -168,7 +168,9 @@ struct AppSocketLimitsTests {
 
     @Test("a connection that says nothing, or half a frame, is closed after the hello timeout; one that said hello stays")
     func helloTimeout() async throws {
-        let (daemon, run, directory) = try await Self.daemon(AppSocketLimits(helloTimeout: .milliseconds(100)))
+        // 1 s, not less: under a loaded full run the greeted connection's hello was once not
+        // handled within 100 ms, and that connection was closed too.
+        let (daemon, run, directory) = try await Self.daemon(AppSocketLimits(helloTimeout: .seconds(1)))
         defer { run.cancel(); try? FileManager.default.removeItem(atPath: directory) }
         let silent = try RawAppConnection(path: daemon.socketPath)
         let partial = try RawAppConnection(path: daemon.socketPath)
@@ -179,7 +181,7 @@ struct AppSocketLimitsTests {
         for connection in [silent, partial] {
             let error = refusal(await connection.next())
             #expect(error?.code == .invalidRequest)
-            #expect(error?.message.contains("no hello within 100 ms") == true)
+            #expect(error?.message.contains("no hello within 1000 ms") == true)
             #expect(await connection.isClosedByPeer())
         }
         // Well past the timeout, the app's connection still serves requests.

@@ -70,18 +70,54 @@ struct ReceiveQueueBoundTests {
         let (app, token) = try await h.offlineApp()
         let ids = RemoteHarness.apnsIDs(0xd100, 40)
         for id in ids { #expect(try await h.push(token: token, body: #"{"aps":{"alert":"hi"}}"#, apnsID: id).status == 200) }
-        let gate = MarkGate()
+        // The link reads the inbox's events when it starts and again on each connection: the
+        // first read passes, the connection's is held — and with it every send.
+        let gate = MarkTurnstile()
+        gate.allow(1)
         let inbox = CountingInbox(InMemoryRemoteInbox(maximumPendingEvents: 10), beforeEventRead: gate.wait)
         let link = try await h.startLink(inbox: inbox) { $0.maximumUnconfirmedEvents = 10 }
         #expect(await eventually { await link.isWaitingForRoom && h.system.presenter.presentedIdentifiers.count == 10 })
         #expect(inbox.counts.receivedPushes == 10, "taken up to the events' bound, not past it")
         #expect(try await h.status(ids[10]).first?.deliveredAt == nil, "the rest wait at the gateway")
-        gate.open()
+        gate.allow(100)
         #expect(await eventually { h.system.presenter.presentedIdentifiers.count == ids.count })
         #expect(h.system.presenter.presentedIdentifiers == ids, "every push once, in the order sent")
         for id in ids {
             #expect(await eventually { (try? await h.status(id).first?.presentedAt) != nil }, "\(id): its presented event reached the gateway")
         }
+        withExtendedLifetime(app) {}
+    }
+
+    /// Events a previous run left in the inbox count against the bound too: the link reads
+    /// them when it starts (session 12; before, the count started at 0 after a restart). Eight leftover
+    /// events, which the gateway refuses (it takes fewer than 3 waiting: a message of 8 is
+    /// refused whole, and they wait an hour for their retry), and a bound of 10: receipt takes
+    /// at most 2 pushes at a time — each pair's `presented` events are confirmed, then the
+    /// next pair — never the 10 it took when the leftovers were not counted.
+    @Test @MainActor func eventsLeftByAPreviousRunCountAgainstTheBound() async throws {
+        let h = try await RemoteHarness.start { $0.deviceMaximumPendingEvents = 3 }
+        defer { Task { await h.stop() } }
+        let (app, token) = try await h.offlineApp()
+        let ids = RemoteHarness.apnsIDs(0xd300, 12)
+        for id in ids { #expect(try await h.push(token: token, body: #"{"aps":{"alert":"hi"}}"#, apnsID: id).status == 200) }
+        let base = InMemoryRemoteInbox()
+        let leftovers = RemoteHarness.apnsIDs(0xd400, 8).enumerated().map {
+            PendingDeliveryEvent(event: "presented", apnsID: $1, sequence: Int64(900 + $0))
+        }
+        try await base.addPendingEvents(leftovers)
+        let inbox = CountingInbox(base)
+        let link = try await h.startLink(inbox: inbox) {
+            $0.maximumUnconfirmedEvents = 10
+            $0.eventRetryInterval = .seconds(3600)
+        }
+        #expect(await eventually { h.system.presenter.presentedIdentifiers.count == ids.count })
+        #expect(h.system.presenter.presentedIdentifiers == ids, "every push once, in order")
+        let most = await link.mostQueued.pushes
+        #expect(most <= 2, "the 8 left over counted: at most 2 taken at a time (\(most))")
+        for id in ids {
+            #expect(await eventually { (try? await h.status(id).first?.presentedAt) != nil }, "\(id): its presented event reached the gateway")
+        }
+        #expect(try await base.pendingEvents(limit: 100).count == leftovers.count, "the refused leftovers kept for their retry")
         withExtendedLifetime(app) {}
     }
 

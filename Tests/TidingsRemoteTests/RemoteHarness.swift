@@ -44,11 +44,13 @@ final class RemoteHarness: Sendable {
     }
 
     static func start(storagePolicy: StoragePolicy = .all, backgroundBudget: Int = 3, connect: Bool = true,
-                      serviceExtensions: (any ServiceExtensionRunning)? = nil) async throws -> RemoteHarness {
+                      serviceExtensions: (any ServiceExtensionRunning)? = nil,
+                      gateway configureGateway: @Sendable (inout GatewayConfiguration) -> Void = { _ in }) async throws -> RemoteHarness {
         let clock = TestWallClock(now: Date())
         let system = try await NotificationTestSystem.start(storage: .sqlite, clock: clock, serviceExtensions: serviceExtensions)
         var configuration = GatewayConfiguration.forTests(dataDirectory: system.directory.appendingPathComponent("gateway"), clock: clock)
         configuration.storage = .custom(InMemoryGatewayStore())
+        configureGateway(&configuration)
         let gateway = try buildGateway(configuration)
         let group = ServiceGroup(configuration: .init(services: [gateway], logger: configuration.logger))
         let task = Task { try await group.run() }

@@ -119,8 +119,8 @@ public actor GatewayLink: RemoteNotificationLink {
     private var connectionNumber = 0
     /// The connection whose sender has loaded the outbox from the inbox (`loadEvents`).
     private var loadedConnection = -1
-    /// Events kept and not confirmed: bounds receipt with `maximumUnconfirmedEvents`. Counts
-    /// what a previous run left in the inbox once the first connection's sender has read it.
+    /// Events kept and not confirmed: bounds receipt with `maximumUnconfirmedEvents`, what a
+    /// previous run left in the inbox included (read when the link starts).
     private var unconfirmedEvents: Int { outbox.count + eventsInFlight + eventsToRetry.count }
     /// Events sent and not confirmed at most: the gateway's default
     /// `deviceMaximumPendingEvents`, so none is refused for that. A message goes as soon as
@@ -168,6 +168,9 @@ public actor GatewayLink: RemoteNotificationLink {
     /// Runs until cancelled: hands the engine what was received but not processed before a
     /// crash, then everything that arrives, while it connects and reconnects.
     public func run() async {
+        // What a previous run left for the gateway counts against `maximumUnconfirmedEvents`
+        // before anything is received (each connection reads the inbox's events again).
+        await loadEvents()
         await withDiscardingTaskGroup { group in
             group.addTask { await self.processLoop() }
             group.addTask { await self.recover() }
