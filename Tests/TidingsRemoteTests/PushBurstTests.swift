@@ -264,7 +264,7 @@ struct PushBurstTests {
 }
 
 /// An inbox that counts what the gateway link asks of it; `beforeMark` runs before each
-/// processed mark reaches the base (a `MarkGate` holds them there).
+/// processed mark reaches the base (a `MarkTurnstile` holds them there).
 final class CountingInbox: RemoteInboxStore {
     struct Counts { var receives = 0, receivedPushes = 0, unprocessedReads = 0, marks = 0, processedPushes = 0, largestMark = 0,
                     eventWrites = 0, eventsWithMarks = 0, clearedWithMarks = 0, clearWrites = 0, clearedAlone = 0, eventReads = 0 }
@@ -402,14 +402,19 @@ final class GatedDeliverStore: DeviceStore {
     #expect(!FileManager.default.fileExists(atPath: path + ".tmp"))
 }
 
-/// Lets through as many waiters as the test allows, in order: `CountingInbox(base, beforeMark: turnstile.wait)`
-/// holds processed marks one by one.
+/// Lets through as many waiters as the test allows, in order, or all of them once opened:
+/// `CountingInbox(base, beforeMark: turnstile.wait)` holds processed marks (a hand-off held up
+/// in the middle, as a slow engine or service extension would hold it), one by one if need be.
 final class MarkTurnstile: Sendable {
-    private let state = Mutex<(allowed: Int, waiting: [CheckedContinuation<Void, Never>])>((0, []))
+    private let state = Mutex<(allowed: Int, open: Bool, waiting: [CheckedContinuation<Void, Never>])>((0, false, []))
+
+    /// How many wait now.
+    var waiting: Int { state.withLock { $0.waiting.count } }
 
     func wait() async {
         await withCheckedContinuation { c in
             let go = state.withLock { s in
+                if s.open { return true }
                 if s.allowed > 0 { s.allowed -= 1; return true }
                 s.waiting.append(c)
                 return false
@@ -418,6 +423,7 @@ final class MarkTurnstile: Sendable {
         }
     }
 
+    /// Lets `n` more through.
     func allow(_ n: Int) {
         let resumed = state.withLock { s in
             s.allowed += n
@@ -427,6 +433,16 @@ final class MarkTurnstile: Sendable {
                 resumed.append(s.waiting.removeFirst())
             }
             return resumed
+        }
+        for c in resumed { c.resume() }
+    }
+
+    /// Lets every one through, now and from now on.
+    func open() {
+        let resumed = state.withLock { s in
+            s.open = true
+            defer { s.waiting = [] }
+            return s.waiting
         }
         for c in resumed { c.resume() }
     }

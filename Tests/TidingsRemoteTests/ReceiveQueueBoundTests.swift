@@ -34,7 +34,7 @@ struct ReceiveQueueBoundTests {
         let ids = RemoteHarness.apnsIDs(0xd000, 40)
         let body = #"{"aps":{"alert":"same size"}}"#
         for id in ids { #expect(try await h.push(token: token, body: body, apnsID: id).status == 200) }
-        let gate = MarkGate()
+        let gate = MarkTurnstile()
         let inbox = CountingInbox(InMemoryRemoteInbox(), beforeMark: gate.wait)
         let link = try await h.startLink(inbox: inbox) { configuration in
             switch bound {
@@ -43,7 +43,7 @@ struct ReceiveQueueBoundTests {
             case .payloadBytes: configuration.maximumQueuedPayloadBytes = 5 * body.utf8.count + body.utf8.count - 1
             }
         }
-        #expect(await eventually { await link.isWaitingForRoom && gate.marksWaiting == 1 })
+        #expect(await eventually { await link.isWaitingForRoom && gate.waiting == 1 })
         #expect(inbox.counts.receivedPushes == 5, "taken up to the bound, not past it")
         #expect(await link.mostQueued.pushes == 5)
         #expect(await link.mostQueued.payloadBytes == 5 * body.utf8.count)
@@ -79,7 +79,7 @@ struct ReceiveQueueBoundTests {
         #expect(await eventually { await link.isWaitingForRoom && h.system.presenter.presentedIdentifiers.count == 10 })
         #expect(inbox.counts.receivedPushes == 10, "taken up to the events' bound, not past it")
         #expect(try await h.status(ids[10]).first?.deliveredAt == nil, "the rest wait at the gateway")
-        gate.allow(100)
+        gate.open()
         #expect(await eventually { h.system.presenter.presentedIdentifiers.count == ids.count })
         #expect(h.system.presenter.presentedIdentifiers == ids, "every push once, in the order sent")
         for id in ids {
@@ -145,32 +145,5 @@ struct ReceiveQueueBoundTests {
         #expect(inbox.counts.unprocessedReads >= 6, "read in pages of at most 5 (\(inbox.counts.unprocessedReads) reads)")
         #expect(await eventually { (try? await base.unprocessed().isEmpty) == true })
         withExtendedLifetime(app) {}
-    }
-}
-
-/// Holds every processed mark until the test opens it: a hand-off held up in the middle (as a
-/// slow engine or service extension would hold it). `CountingInbox(base, beforeMark: gate.wait)`.
-final class MarkGate: Sendable {
-    private let state = Mutex<(open: Bool, waiting: [CheckedContinuation<Void, Never>])>((false, []))
-
-    var marksWaiting: Int { state.withLock { $0.waiting.count } }
-
-    func wait() async {
-        await withCheckedContinuation { c in
-            let open = state.withLock { s in
-                if !s.open { s.waiting.append(c) }
-                return s.open
-            }
-            if open { c.resume() }
-        }
-    }
-
-    func open() {
-        let waiting = state.withLock { s in
-            s.open = true
-            defer { s.waiting = [] }
-            return s.waiting
-        }
-        for w in waiting { w.resume() }
     }
 }
