@@ -31,6 +31,8 @@ struct DunstTests {
                                       environment: environment, directory: bus.directory, name: "daemon")
         defer { daemon.stopAtEnd() }
         #expect(await daemon.waitForOutput("desktop notifications on"), "\(daemon.output)")
+        // Its socket is bound after the presenter is attached, which may say this first.
+        #expect(await daemon.waitForOutput("daemon socket"), "\(daemon.output)")
         #expect(daemon.output.contains("body-markup"), "dunst's capabilities were read")
         #expect(try await runTidings(["apps", "install", manifest, "--data-dir", data]).status == 0)
         let app = try ChildProcess(BuiltProducts.sampleApp, [], environment: ["TIDINGS_SOCKET": data + "/daemon.sock"], directory: bus.directory, name: "app")
@@ -70,6 +72,8 @@ struct DunstTests {
                                       environment: bus.environment, directory: bus.directory, name: "daemon")
         defer { daemon.stopAtEnd() }
         #expect(await daemon.waitForOutput("desktop notifications on"), "\(daemon.output)")
+        // Its socket is bound after the presenter is attached, which may say this first.
+        #expect(await daemon.waitForOutput("daemon socket"), "\(daemon.output)")
         #expect(try await runTidings(["apps", "install", manifest, "--data-dir", data]).status == 0)
         let app = try ChildProcess(BuiltProducts.sampleApp, [], environment: ["TIDINGS_SOCKET": data + "/daemon.sock"], directory: bus.directory, name: "app")
         defer { app.stopAtEnd() }
@@ -107,6 +111,8 @@ struct DunstTests {
                                       directory: bus.directory, name: "daemon")
         defer { daemon.stopAtEnd() }
         #expect(await daemon.waitForOutput("desktop notifications on"), "\(daemon.output)")
+        // Its socket is bound after the presenter is attached, which may say this first.
+        #expect(await daemon.waitForOutput("daemon socket"), "\(daemon.output)")
         #expect(await daemon.waitForOutput("web center http"), "\(daemon.output)")
         let center = try String(contentsOfFile: data + "/web-address", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
         let key = try String(contentsOfFile: data + "/web-secret", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
