@@ -26,6 +26,28 @@ private let app = "com.example.inbox"
 
 /// A push of every kind of field: a VoIP one (topic with its suffix), a collapse id, priority
 /// 5, and a payload whose bytes must come back exactly.
+/// The `push` table as `inbox-v2-by-sequence` made it and `inbox-v3-events-by-sequence` left it
+/// (a `processed` column and its index): the old layouts' tests build it by this SQL, not by
+/// the code under test.
+private let pushTableByKey = """
+    CREATE TABLE push (
+        sequence INTEGER NOT NULL, apns_id TEXT NOT NULL, bundle TEXT NOT NULL,
+        push_type TEXT NOT NULL, priority INTEGER NOT NULL, collapse_id TEXT,
+        expires_at INTEGER NOT NULL, accepted_at INTEGER NOT NULL, payload BLOB NOT NULL,
+        received_at INTEGER NOT NULL, processed INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (sequence, apns_id)) WITHOUT ROWID;
+    CREATE INDEX push_unprocessed ON push(processed, received_at);
+    """
+
+/// A row of `pushTableByKey`.
+private func insertKeyedPush(_ p: RemotePush, receivedAt: Int64, processed: Bool, _ db: Database) throws {
+    try db.execute(sql: """
+        INSERT INTO push (sequence, apns_id, bundle, push_type, priority, collapse_id, expires_at, accepted_at, payload, received_at, processed)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        """, arguments: [p.sequence, p.apnsID, p.bundleIdentifier, p.pushType.rawValue, p.priority.rawValue, p.collapseID?.rawValue,
+                         p.expiresAt, p.acceptedAt, Data(p.payload), receivedAt, processed])
+}
+
 private func push(_ n: Int64, apnsID: String? = nil, pushType: PushType = .alert, collapse: String? = nil, bundle: String = app) -> RemotePush {
     RemotePush(apnsID: apnsID ?? String(format: "00000000-0000-4000-8000-%012d", n), sequence: n, bundleIdentifier: bundle,
                pushType: pushType, priority: n % 2 == 0 ? .considerPower : .immediate,
@@ -335,26 +357,16 @@ struct SQLiteRemoteInboxTests {
             try db.execute(sql: """
                 CREATE TABLE grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY);
                 INSERT INTO grdb_migrations (identifier) VALUES ('inbox-v1'), ('inbox-v2-by-sequence');
+                \(pushTableByKey)
                 CREATE TABLE pending_removal (bundle TEXT PRIMARY KEY NOT NULL);
                 CREATE TABLE pending_event (apns_id TEXT NOT NULL, event TEXT NOT NULL, UNIQUE (apns_id, event));
                 ALTER TABLE pending_event ADD COLUMN sequence INTEGER;
-                CREATE TABLE push (
-                    sequence INTEGER NOT NULL, apns_id TEXT NOT NULL, bundle TEXT NOT NULL,
-                    push_type TEXT NOT NULL, priority INTEGER NOT NULL, collapse_id TEXT,
-                    expires_at INTEGER NOT NULL, accepted_at INTEGER NOT NULL, payload BLOB NOT NULL,
-                    received_at INTEGER NOT NULL, processed INTEGER NOT NULL DEFAULT 0,
-                    PRIMARY KEY (sequence, apns_id)) WITHOUT ROWID;
-                CREATE INDEX push_unprocessed ON push(processed, received_at);
                 INSERT INTO pending_event (apns_id, event, sequence) VALUES
                     ('e9', 'presented', 90), ('e1', 'presented', 10), ('old', 'answered', NULL), ('e1', 'answered', 10);
                 INSERT INTO pending_removal (bundle) VALUES ('com.example.gone');
                 """)
             for (p, processed) in [(push(3), true), (push(5), false)] {
-                try db.execute(sql: """
-                    INSERT INTO push (sequence, apns_id, bundle, push_type, priority, collapse_id, expires_at, accepted_at, payload, received_at, processed)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """, arguments: [p.sequence, p.apnsID, p.bundleIdentifier, p.pushType.rawValue, p.priority.rawValue, p.collapseID?.rawValue,
-                                     p.expiresAt, p.acceptedAt, Data(p.payload), 1_795_348_800_000, processed])
+                try insertKeyedPush(p, receivedAt: 1_795_348_800_000, processed: processed, db)
             }
         }
         try queue.close()
@@ -402,17 +414,11 @@ struct SQLiteRemoteInboxTests {
             try db.execute(sql: """
                 CREATE TABLE grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY);
                 INSERT INTO grdb_migrations (identifier) VALUES ('inbox-v1'), ('inbox-v2-by-sequence'), ('inbox-v3-events-by-sequence');
+                \(pushTableByKey)
                 CREATE TABLE pending_removal (bundle TEXT PRIMARY KEY NOT NULL);
                 CREATE TABLE pending_event (
                     sequence INTEGER NOT NULL, apns_id TEXT NOT NULL, event TEXT NOT NULL,
                     PRIMARY KEY (sequence, apns_id, event)) WITHOUT ROWID;
-                CREATE TABLE push (
-                    sequence INTEGER NOT NULL, apns_id TEXT NOT NULL, bundle TEXT NOT NULL,
-                    push_type TEXT NOT NULL, priority INTEGER NOT NULL, collapse_id TEXT,
-                    expires_at INTEGER NOT NULL, accepted_at INTEGER NOT NULL, payload BLOB NOT NULL,
-                    received_at INTEGER NOT NULL, processed INTEGER NOT NULL DEFAULT 0,
-                    PRIMARY KEY (sequence, apns_id)) WITHOUT ROWID;
-                CREATE INDEX push_unprocessed ON push(processed, received_at);
                 INSERT INTO pending_event (sequence, apns_id, event) VALUES (10, 'e1', 'presented');
                 INSERT INTO pending_removal (bundle) VALUES ('com.example.gone');
                 """)
@@ -421,11 +427,7 @@ struct SQLiteRemoteInboxTests {
                                                      (push(8, pushType: .voip), 1_795_348_800_000, false), (push(1), 1_795_348_801_000, false),
                                                      (push(2), 1_795_348_801_000, true), (push(3), 1_795_348_801_000, false)]
             for (p, receivedAt, processed) in rows {
-                try db.execute(sql: """
-                    INSERT INTO push (sequence, apns_id, bundle, push_type, priority, collapse_id, expires_at, accepted_at, payload, received_at, processed)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """, arguments: [p.sequence, p.apnsID, p.bundleIdentifier, p.pushType.rawValue, p.priority.rawValue, p.collapseID?.rawValue,
-                                     p.expiresAt, p.acceptedAt, Data(p.payload), receivedAt, processed])
+                try insertKeyedPush(p, receivedAt: receivedAt, processed: processed, db)
             }
         }
         try queue.close()

@@ -99,8 +99,6 @@ public actor GatewayLink: RemoteNotificationLink {
     /// again on every connection until then. Whether a connection's first read of the inbox
     /// (`loadEvents`) runs: nothing is sent on it before.
     private var loadingEvents = false
-    /// Whether refused events wait for `eventRetryInterval` (one timer for all of them).
-    private var retryScheduled = false
     /// Events kept in the inbox and still to be sent on this connection, oldest first: what the
     /// inbox holds when a connection is made (`loadEvents`), then each event as it is kept —
     /// the sender does not read back from the inbox what it has in memory.
@@ -293,7 +291,6 @@ public actor GatewayLink: RemoteNotificationLink {
         connectionNumber &+= 1
         eventsInFlight = 0
         eventsToRetry = []
-        retryScheduled = false
         phase = .connected(connection)
         sendPendingEvents()
         for waiter in connectWaiters { waiter.resume(returning: connection) }
@@ -617,9 +614,10 @@ public actor GatewayLink: RemoteNotificationLink {
             confirmedEvents += part
             wakeWaiters()
         } else {
+            // One timer for all refused events: started by the first of them.
+            let timerRuns = !eventsToRetry.isEmpty
             eventsToRetry += part
-            if !retryScheduled {
-                retryScheduled = true
+            if !timerRuns {
                 let interval = configuration.eventRetryInterval
                 Task {
                     try? await Task.sleep(for: interval)
@@ -633,7 +631,6 @@ public actor GatewayLink: RemoteNotificationLink {
 
     /// Puts refused events back at the front of the outbox, if their connection is still the current one.
     private func retryEvents(after number: Int) {
-        retryScheduled = false
         guard number == connectionNumber, !eventsToRetry.isEmpty else { return }
         outbox.insert(contentsOf: eventsToRetry, at: 0)
         eventsToRetry = []
