@@ -101,15 +101,32 @@ struct RemoteProcessTests {
 
         // Everything accepted is delivered: in the delivered list, by apns-id.
         let delivered = Mutex(Set<String>())
+        let lastFailure = Mutex<String?>(nil)  // why the last query got no list, for the failure message
         let complete = await eventually(within: 60) {
-            guard let admin = try? await AdminClient.connect(socketPath: socket) else { return false }
+            let admin: AdminClient
+            do { admin = try await AdminClient.connect(socketPath: socket) } catch {
+                lastFailure.withLock { $0 = "connect: \(error)" }
+                return false
+            }
             defer { admin.close() }
-            guard case .notifications(let list)? = try? await admin.send(.delivered(bundleIdentifier: Self.bundle)) else { return false }
+            let reply: AdminReply
+            do { reply = try await admin.send(.delivered(bundleIdentifier: Self.bundle)) } catch {
+                lastFailure.withLock { $0 = "query: \(error)" }
+                return false
+            }
+            guard case .notifications(let list) = reply else {
+                lastFailure.withLock { $0 = "reply: \(reply)" }
+                return false
+            }
             let ids = Set(list.map(\.notification.request.identifier))
             delivered.withLock { $0 = ids }
             return Set(all.keys).isSubset(of: ids)
         }
-        #expect(complete, "\(Set(all.keys).subtracting(delivered.withLock { $0 }).count) of \(all.count) accepted pushes never delivered")
+        #expect(complete, """
+            \(Set(all.keys).subtracting(delivered.withLock { $0 }).count) of \(all.count) accepted pushes never delivered; \
+            last query: \(lastFailure.withLock { $0 } ?? "a list"); the last daemon is \(daemon.process.isRunning ? "running" : "gone (status \(daemon.process.terminationStatus))"), \
+            its output ends: \(daemon.output.suffix(1_500))
+            """)
         await daemon.stop()
         // And none was shown twice, across every daemon run.
         let printed = outputs.map(\.output).joined()
