@@ -405,10 +405,11 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
         pendingEvents.append((last, requestID))
     }
 
-    /// Hands the events read so far to the registry queue in one batch (one transaction), if
-    /// no batch of this connection is being recorded; once durable, each event that carried a
-    /// request id is answered `eventRecorded` (a failure: an `error` with it, and the device
-    /// sends the event again later).
+    /// Hands the events read so far in one batch to the committer (in the next group commit,
+    /// with pushes and acknowledgements: `GroupCommitsEvents`) or else to the registry queue
+    /// (one transaction), if no batch of this connection is being recorded; once durable, each
+    /// event that carried a request id is answered `eventRecorded` (a failure: an `error` with
+    /// it, and the device sends the event again later).
     private func recordEvents(context: ChannelHandlerContext) {
         guard !recordingEvents, !pendingEvents.isEmpty, case .ready(let session) = state else { return }
         recordingEvents = true
@@ -423,16 +424,22 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
         let metrics = core.metrics
         let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
         let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
-        core.registry(for: context.channel) {
-            try store.recordEvents(events, deviceID: deviceID, at: now)
-        }.whenComplete { result in
+        let recorded: EventLoopFuture<Void>
+        if core.committer.recordsEvents {
+            let promise = context.eventLoop.makePromise(of: Void.self)
+            core.committer.record(PushCommitter.Events(batch: DeviceEventBatch(deviceID: deviceID, events: events), recorded: promise))
+            recorded = promise.futureResult
+        } else {
+            recorded = core.registry(for: context.channel) { try store.recordEvents(events, deviceID: deviceID, at: now) }
+        }
+        recorded.whenComplete { result in
             let handler = handler.value
             var frames: [UInt8] = []
             switch result {
             case .success:
                 metrics.recordEvents(presented: presented, answered: events.count - presented)
                 for id in ids { DeviceMessage.eventRecorded(requestID: id).appendFrame(to: &frames) }
-            case .failure(is GatewayCore.RegistryBusy):
+            case .failure(is GatewayCore.RegistryBusy), .failure(is PushCommitter.Stopping):
                 for id in ids {
                     DeviceMessage.error(requestID: id, reason: Self.tooManyRequests, message: "the gateway is busy; not recorded")
                         .appendFrame(to: &frames)

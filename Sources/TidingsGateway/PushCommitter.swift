@@ -8,8 +8,9 @@ import TidingsCore
 import TidingsStorage
 
 /// Group commit: every push accepted while the writer is busy is committed in the next
-/// transaction, together with the acknowledgements that came in meanwhile. The 200 (the
-/// request's completion) runs only after that transaction is durable.
+/// transaction, together with the acknowledgements that came in meanwhile and, with a store
+/// that can (`GroupCommitsEvents`), the devices' delivery events. The 200 (the request's
+/// completion) and an event's confirmation run only after that transaction is durable.
 ///
 /// The hand-off costs one lock and, only when the writer is idle, one semaphore signal per
 /// batch; outcomes go back to each connection's event loop in one task per connection per
@@ -22,9 +23,16 @@ final class PushCommitter: Sendable {
         var streamID: HTTP2StreamID
     }
 
+    /// One device connection's delivery events and the promise its confirmation waits on.
+    struct Events: Sendable {
+        var batch: DeviceEventBatch
+        var recorded: EventLoopPromise<Void>
+    }
+
     private struct State {
         var requests: [Request] = []
         var acks: [Int64] = []
+        var events: [Events] = []
         var writerIdle = true
         var stopping = false
         var stopped = false
@@ -34,6 +42,8 @@ final class PushCommitter: Sendable {
     private let wake = DispatchSemaphore(value: 0)
     private let finished = DispatchSemaphore(value: 0)
     private let store: any GatewayStore
+    /// The store, when its group commit takes delivery events.
+    private let eventStore: (any GroupCommitsEvents)?
     private let clock: any WallClock
     private let logger: Logger
     private let metrics: GatewayMetrics
@@ -41,7 +51,9 @@ final class PushCommitter: Sendable {
     private let onCommitted: @Sendable ([StoredPush]) -> Void
     /// Requests waiting for the next transaction, at most.
     private let maximumQueued: Int
-    /// Pushes and acknowledgements in one transaction, at most (the rest go in the next one).
+    /// Pushes and acknowledgements in one transaction, at most (the rest go in the next one);
+    /// delivery events count against the acknowledgements' number (each is one row's update
+    /// too), whole batches at a time, at least one.
     private let maximumBatch: (pushes: Int, acknowledgements: Int)
 
     init(store: any GatewayStore, clock: any WallClock, logger: Logger, metrics: GatewayMetrics, maximumQueued: Int = .max,
@@ -50,6 +62,7 @@ final class PushCommitter: Sendable {
         self.maximumQueued = max(1, maximumQueued)
         self.maximumBatch = (max(1, maximumBatch.pushes), max(1, maximumBatch.acknowledgements))
         self.store = store
+        self.eventStore = store as? any GroupCommitsEvents
         self.clock = clock
         self.logger = logger
         self.metrics = metrics
@@ -95,6 +108,27 @@ final class PushCommitter: Sendable {
         if signal { wake.signal() }
     }
 
+    /// Whether `record(_:)` takes delivery events (else they go to the registry queue).
+    var recordsEvents: Bool { eventStore != nil }
+
+    /// Queues one connection's delivery events for the next transaction; `events.recorded`
+    /// completes once it is durable (fails if it failed, or with `Stopping` when the committer
+    /// has stopped). Only when `recordsEvents`. How much waits is bounded by the callers: one
+    /// batch per device connection at a time, of at most `deviceMaximumPendingEvents`.
+    func record(_ events: Events) {
+        let (accepted, signal) = state.withLock { s -> (Bool, Bool) in
+            if s.stopped { return (false, false) }
+            s.events.append(events)
+            if s.writerIdle { s.writerIdle = false; return (true, true) }
+            return (true, false)
+        }
+        if !accepted { events.recorded.fail(Stopping()) }
+        if signal { wake.signal() }
+    }
+
+    /// The committer stopped before the events were queued.
+    struct Stopping: Error {}
+
     /// Commits what is queued, then stops the writer thread; blocks until it has exited.
     func stop() {
         let signal = state.withLock { s in
@@ -117,33 +151,51 @@ final class PushCommitter: Sendable {
         return Array(queue.prefix(limit))
     }
 
+    /// Whole event batches from the front of `queue` while their events fit in `limit` (the
+    /// first one always).
+    private static func takeEvents(upTo limit: Int, from queue: inout [Events]) -> [Events] {
+        var count = 0, taken = 0
+        for e in queue {
+            if taken > 0 && count + e.batch.events.count > limit { break }
+            count += e.batch.events.count
+            taken += 1
+        }
+        return take(upTo: taken, from: &queue)
+    }
+
     private func run() {
         while true {
             let limit = maximumBatch
-            let (requests, acks, exit): ([Request], [Int64], Bool) = state.withLock { s in
+            let (requests, acks, events, exit): ([Request], [Int64], [Events], Bool) = state.withLock { s in
                 let r = Self.take(upTo: limit.pushes, from: &s.requests)
                 let a = Self.take(upTo: limit.acknowledgements, from: &s.acks)
-                if r.isEmpty && a.isEmpty {
-                    if s.stopping { s.stopped = true; return ([], [], true) }
+                let e = Self.takeEvents(upTo: limit.acknowledgements, from: &s.events)
+                if r.isEmpty && a.isEmpty && e.isEmpty {
+                    if s.stopping { s.stopped = true; return ([], [], [], true) }
                     s.writerIdle = true
                 }
-                return (r, a, false)
+                return (r, a, e, false)
             }
             if exit { break }
-            if requests.isEmpty && acks.isEmpty {
+            if requests.isEmpty && acks.isEmpty && events.isEmpty {
                 wake.wait()
                 continue
             }
-            commit(requests, acks)
+            commit(requests, acks, events)
         }
         finished.signal()
     }
 
-    private func commit(_ requests: [Request], _ acks: [Int64]) {
+    private func commit(_ requests: [Request], _ acks: [Int64], _ events: [Events]) {
         let started = ContinuousClock.now
         let result: Result<[StoredPush], GatewayStoreError>
         do {
-            result = .success(try store.commit(pushes: requests.map(\.push), acknowledged: acks, at: clock.nowMilliseconds()))
+            let pushes = requests.map(\.push), now = clock.nowMilliseconds()
+            if let eventStore, !events.isEmpty {
+                result = .success(try eventStore.commit(pushes: pushes, acknowledged: acks, events: events.map(\.batch), at: now))
+            } else {
+                result = .success(try store.commit(pushes: pushes, acknowledged: acks, at: now))
+            }
         } catch {
             logger.error("commit failed", metadata: ["error": "\(error)", "batch": "\(requests.count)"])
             result = .failure(error)
@@ -151,6 +203,12 @@ final class PushCommitter: Sendable {
         let stored = try? result.get()
         metrics.recordCommit(pushes: requests.count, acks: acks.count, duration: ContinuousClock.now - started,
                              accepted: stored?.count ?? 0)
+        for e in events {
+            switch result {
+            case .success: e.recorded.succeed()
+            case .failure(let error): e.recorded.fail(error)
+            }
+        }
         // One task per connection, with its outcomes in request order (a batch holds a few
         // connections, so a linear search over the groups is enough).
         var groups: [(sink: any PushCommitSink, outcomes: [PushCommitOutcome])] = []

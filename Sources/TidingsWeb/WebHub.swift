@@ -72,8 +72,10 @@ public final class WebHub: Presenter, ConsentProvider {
     }
 
     func broadcast(_ event: WebEvent) {
-        let json = event.json
         let pages = state.withLock { $0.pages }
+        // Encoded only for pages to send it to (none open is the common case under a burst).
+        guard !pages.isEmpty else { return }
+        let json = event.json
         for (id, page) in pages {
             if case .dropped = page.yield(json) {
                 logger.notice("a web center page fell behind; disconnected (it reloads)", metadata: ["page": "\(id)"])

@@ -90,9 +90,14 @@ struct EndToEndTests {
         #expect(await daemon.waitForOutput("daemon socket"))
         let app = try fixture.runApp(environment: ["TIDINGS_BUNDLE_ID": "com.example.dev"])
         defer { app.stopAtEnd() }
-        #expect(await app.waitForOutput("waiting for responses"), "\(app.output)")
+        // On a failure, what became of the daemon (seen once in a full run: its socket gone
+        // after it said "daemon socket" — a daemon that stopped, or was stopped, meanwhile).
+        func daemonState() -> String {
+            "daemon \(daemon.process.isRunning ? "running" : "gone (status \(daemon.process.terminationStatus), reason \(daemon.process.terminationReason.rawValue))"): \(daemon.output)"
+        }
+        #expect(await app.waitForOutput("waiting for responses"), "\(app.output)\n\(daemonState())")
         let list = try await fixture.cli(["apps", "list"])
-        #expect(list.output.contains("com.example.dev"))
+        #expect(list.output.contains("com.example.dev"), "\(list.output)\n\(daemonState())")
     }
 
     @Test("what add acknowledged survives kill -9 of the daemon")

@@ -353,8 +353,9 @@ struct ProviderAPITests {
 
 /// An in-memory store with one operation that fails: the error paths (a commit: `500`; a
 /// backlog page read: the device connection closes with an error). With `holdingCommits`, each
-/// commit signals `commitEntered` and waits until `releaseCommits()` (a store that cannot keep up).
-final class FaultyGatewayStore: GatewayStore {
+/// commit of pushes signals `commitEntered` and waits until `releaseCommits()` (a store that
+/// cannot keep up). Its group commit takes delivery events, as SQLite's.
+final class FaultyGatewayStore: GroupCommitsEvents {
     enum Operation: Sendable { case commit, backlogPages }
     let inner = InMemoryGatewayStore()
     let failing: Operation?
@@ -393,18 +394,25 @@ final class FaultyGatewayStore: GatewayStore {
     func unregisterTokens(deviceID: String, bundleID: String, at: EpochMilliseconds) throws(GatewayStoreError) -> [DeviceTokenRecord] {
         inner.unregisterTokens(deviceID: deviceID, bundleID: bundleID, at: at)
     }
-    /// Pushes and acknowledgements of each commit, in order.
+    /// Pushes and acknowledgements of each commit, in order, and its delivery events when it had any.
     let commitSizes = Mutex<[[Int]]>([])
 
     func commit(pushes: [NewPush], acknowledged: [Int64], at: EpochMilliseconds) throws(GatewayStoreError) -> [StoredPush] {
-        commitSizes.withLock { $0.append([pushes.count, acknowledged.count]) }
+        try commit(pushes: pushes, acknowledged: acknowledged, events: [], at: at)
+    }
+
+    func commit(pushes: [NewPush], acknowledged: [Int64], events: [DeviceEventBatch], at: EpochMilliseconds) throws(GatewayStoreError) -> [StoredPush] {
+        let eventCount = events.reduce(0) { $0 + $1.events.count }
+        commitSizes.withLock { $0.append(events.isEmpty ? [pushes.count, acknowledged.count] : [pushes.count, acknowledged.count, eventCount]) }
         if failing == .commit { throw .backend("disk full") }
         if let commitGate, !pushes.isEmpty {
             commitEntered.signal()
             commitGate.wait()
             commitGate.signal()
         }
-        return inner.commit(pushes: pushes, acknowledged: acknowledged, at: at)
+        let stored = inner.commit(pushes: pushes, acknowledged: acknowledged, at: at)
+        for batch in events { try inner.recordEvents(batch.events, deviceID: batch.deviceID, at: at) }
+        return stored
     }
     func prepareBacklog(deviceID: String, now: EpochMilliseconds) throws(GatewayStoreError) -> Int { inner.prepareBacklog(deviceID: deviceID, now: now) }
     func pendingPushes(deviceID: String, after: Int64, limit: Int) throws(GatewayStoreError) -> [StoredPush] {

@@ -53,6 +53,50 @@ struct StoreLimitsTests {
         #expect(sink.outcomes.withLock { $0.allSatisfy(\.committed) })
     }
 
+    /// Delivery events go in the group commit when the store takes them (`GroupCommitsEvents`):
+    /// while the first commit is held, a push, an acknowledgement and three connections' events
+    /// queue; then they go in one transaction — the events whole batches at a time, at most the
+    /// acknowledgements' limit (here 4) of them, at least one batch — and each batch's promise
+    /// succeeds once its transaction is durable. After `stop()` events are refused (`Stopping`).
+    @Test func deliveryEventsGoInTheGroupCommit() async throws {
+        let store = FaultyGatewayStore(holdingCommits: true)
+        let committer = PushCommitter(store: store, clock: SystemWallClock(), logger: Logger(label: "test"), metrics: GatewayMetrics(),
+                                      maximumBatch: (pushes: 3, acknowledgements: 4)) { _ in }
+        #expect(committer.recordsEvents)
+        committer.start()
+        let sink = RecordingSink()
+        #expect(committer.submit(.init(push: push(0), sink: sink, streamID: HTTP2StreamID(1))) == .queued)
+        #expect(await store.waitForCommit())
+        #expect(committer.submit(.init(push: push(1), sink: sink, streamID: HTTP2StreamID(3))) == .queued)
+        committer.acknowledge([1])
+        let loop = MultiThreadedEventLoopGroup.singleton.next()
+        func events(_ device: String, _ count: Int) -> PushCommitter.Events {
+            let reports: [DeviceEventReport] = (0..<count).map { (.presented, "p\($0)", Int64($0 + 1)) }
+            return PushCommitter.Events(batch: DeviceEventBatch(deviceID: device, events: reports), recorded: loop.makePromise())
+        }
+        let batches = [events("d1", 3), events("d2", 1), events("d3", 2)]
+        for b in batches { committer.record(b) }
+        store.releaseCommits()
+        for b in batches { try await b.recorded.futureResult.get() }
+        #expect(sink.outcomes.withLock { $0.map(\.apnsID) } == ["p0", "p1"])
+        // 3 + 1 fit in 4; the third batch (2) goes in the next transaction.
+        #expect(store.commitSizes.withLock { $0 } == [[1, 0], [1, 1, 4], [0, 0, 2]])
+        committer.stop()
+        let late = events("d1", 1)
+        committer.record(late)
+        await #expect(throws: PushCommitter.Stopping.self) { try await late.recorded.futureResult.get() }
+        // A batch larger than the limit on its own still goes, alone.
+        let alone = FaultyGatewayStore()
+        let second = PushCommitter(store: alone, clock: SystemWallClock(), logger: Logger(label: "test"), metrics: GatewayMetrics(),
+                                   maximumBatch: (pushes: 3, acknowledgements: 4)) { _ in }
+        second.start()
+        let big = events("d1", 9)
+        second.record(big)
+        try await big.recorded.futureResult.get()
+        second.stop()
+        #expect(alone.commitSizes.withLock { $0 } == [[0, 0, 9]])
+    }
+
     /// `registryMaximumMissedTokens` / `registryMaximumMissedNames` (here 3 and 2): unknown
     /// tokens, keys and bundle ids are remembered up to the limit; the next new one forgets them
     /// all first. `registryNegativeCacheDuration` (here 500 ms): a miss is trusted until it has

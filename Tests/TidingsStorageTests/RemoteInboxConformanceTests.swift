@@ -244,6 +244,46 @@ struct SQLiteRemoteInboxTests {
         #expect(try await reopened.pendingEvents(limit: 5).map(\.apnsID) == ["x"])
     }
 
+    /// The inbox's WAL writes go through the buffer (`WALWriteBuffer`), and a commit is in the
+    /// file when it returns whether it syncs (receipt, `synchronous=FULL`) or not (the processed
+    /// marks and their events, `NORMAL`): a connection of its own (default VFS, its own file
+    /// handle) reads each at once — a receipt several buffers (128 KiB) long among them. Were a
+    /// commit that does not sync left in the buffer, that connection would find frames in the
+    /// WAL index that are not in the file (and a `kill -9` would lose the mark: the push shown
+    /// twice).
+    @Test func bufferedWALWritesAreInTheFileWhenACommitReturnsWithOrWithoutASync() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("remote-\(UUID().uuidString).sqlite").path
+        let inbox = try SQLiteRemoteInbox(path: path)
+        #expect(inbox.walWritesBuffered)
+        let other = try DatabaseQueue(path: path)
+        func counts() throws -> (pushes: Int, unprocessed: Int, events: Int) {
+            try other.read { db in
+                (try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM push") ?? -1,
+                 try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM unprocessed_push") ?? -1,
+                 try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM pending_event") ?? -1)
+            }
+        }
+        let big = Array(#"{"aps":{"alert":"\#(String(repeating: "b", count: 2_000))"}}"#.utf8)
+        var received = 0
+        for round in Int64(0)..<3 {
+            let pushes = (1...200).map { i -> RemotePush in
+                let n = round * 1_000 + Int64(i)
+                return RemotePush(apnsID: String(format: "00000000-0000-4000-8000-%012d", n), sequence: n, bundleIdentifier: app,
+                                  pushType: .alert, priority: .immediate, collapseID: nil, expiresAt: 1_795_400_000_000,
+                                  acceptedAt: 1_795_348_000_000, payload: big)!
+            }
+            _ = try await inbox.receive(pushes, at: t0)
+            received += 200
+            #expect(try counts() == (received, 200, Int(round) * 150))
+            // Processed and their `presented` events kept: a commit without a sync.
+            try await inbox.markProcessed(Array(pushes.prefix(150)),
+                                          keeping: pushes.prefix(150).map { PendingDeliveryEvent(event: "presented", apnsID: $0.apnsID, sequence: $0.sequence) })
+            #expect(try counts() == (received, 50, Int(round + 1) * 150))
+            try await inbox.markProcessed(Array(pushes.suffix(50)))
+            #expect(try counts() == (received, 0, Int(round + 1) * 150))
+        }
+    }
+
     /// The inbox's and the device store's connections keep at most `BatchWriter.pageCacheKiB`
     /// of pages (a negative `cache_size` is KiB), not SQLite's 2,000 KiB default.
     @Test func theDaemonsDatabasesHaveTheirPageCacheBound() async throws {

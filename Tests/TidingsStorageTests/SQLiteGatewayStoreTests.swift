@@ -94,6 +94,31 @@ struct SQLiteGatewayStoreTests {
         #expect(throws: GatewayStoreError.self) { try store.pendingPushes(deviceID: "d1", after: 0, limit: 10) }
     }
 
+    /// The group commit with delivery events (`GroupCommitsEvents`): new pushes, acknowledgements
+    /// and each device's events in one transaction, each event recorded as `recordEvents` would
+    /// (on its push by sequence when the apns-id and device match; nothing for another device's
+    /// push), all of it in the file when the commit returns.
+    @Test func aGroupCommitRecordsDeliveryEventsWithThePushes() throws {
+        let path = try GatewayStoreConformanceTests.freshDatabasePath()
+        let store = try SQLiteGatewayStore(path: path)
+        let first = try store.commit(pushes: [Self.push("e1"), Self.push("e2"), Self.push("x1", device: "d2")], acknowledged: [], at: 200)
+        let (s1, s2, x1) = (first[0].sequence, first[1].sequence, first[2].sequence)
+        let stored = try store.commit(pushes: [Self.push("e3")], acknowledged: [s1, s2], events: [
+            DeviceEventBatch(deviceID: "d1", events: [(.presented, "e1", s1), (.answered, "e2", s2), (.presented, "x1", x1)]),
+            DeviceEventBatch(deviceID: "d2", events: [(.presented, "x1", x1)]),
+        ], at: 300)
+        #expect(stored.map(\.push.apnsID) == ["e3"])
+        let other = try DatabaseQueue(path: path)
+        let rows = try other.read { db in
+            try Row.fetchAll(db, sql: "SELECT apns_id, delivered_at, presented_at, answered_at FROM gw_pushes ORDER BY seq")
+                .map { [$0[0] as String, "\($0[1] as Int64?)", "\($0[2] as Int64?)", "\($0[3] as Int64?)"] }
+        }
+        #expect(rows == [["e1", "Optional(300)", "Optional(300)", "nil"],
+                         ["e2", "Optional(300)", "nil", "Optional(300)"],
+                         ["x1", "Optional(300)", "Optional(300)", "nil"],
+                         ["e3", "nil", "nil", "nil"]], "d1's event for d2's push recorded nothing; d2's did")
+    }
+
     /// The writer's WAL writes go through the buffer, and what a commit wrote is in the file
     /// when the commit returns: a connection of its own (default VFS, its own file handle)
     /// reads every push and acknowledgement, also of a commit several buffers long.

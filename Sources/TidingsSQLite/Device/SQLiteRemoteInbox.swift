@@ -34,10 +34,16 @@ public final class SQLiteRemoteInbox: RemoteInboxStore {
     public init(path: String, maximumPendingEvents: Int = RemoteInboxDefaults.maximumPendingEvents) throws {
         self.maximumPendingEvents = maximumPendingEvents
         // A received push must survive power loss before it is acknowledged: FULL, read back.
-        queue = try BatchWriter.open(path: path, busyTimeout: 10)
+        // Through the WAL write buffer's VFS where this SQLite can (URI file names): each
+        // commit's frames in one `pwrite` (also the marks' commits without a sync).
+        queue = try BatchWriter.open(path: WALWriteBuffer.uri(for: path) ?? path, busyTimeout: 10)
         try Self.migrator.migrate(queue)
         eventCount = Mutex(try queue.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM pending_event") ?? 0 })
+        walWritesBuffered = try queue.writeWithoutTransaction { db in try WALWriteBuffer.enable(on: db) }
     }
+
+    /// Whether the inbox's WAL writes go through `WALWriteBuffer`.
+    public let walWritesBuffered: Bool
 
     /// The inbox's schema history. Inboxes made before the migrator have its first step's
     /// tables already (`IF NOT EXISTS`) and no record of it: they run every step.

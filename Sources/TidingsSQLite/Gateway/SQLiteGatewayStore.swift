@@ -14,7 +14,7 @@ import TidingsStorage
 /// holds `checkpointPages` frames. If the WAL still reaches `walPageLimit` frames (the
 /// checkpointer fell behind or a reader pinned old frames), the writer checkpoints itself
 /// after that commit, as SQLite's auto-checkpoint would: the WAL stays bounded.
-public final class SQLiteGatewayStore: GatewayStore {
+public final class SQLiteGatewayStore: GroupCommitsEvents {
     private let pool: DatabasePool
     private let checkpointer: WALCheckpointer
 
@@ -424,6 +424,11 @@ public final class SQLiteGatewayStore: GatewayStore {
     }
 
     public func commit(pushes: [NewPush], acknowledged: [Int64], at: EpochMilliseconds) throws(GatewayStoreError) -> [StoredPush] {
+        try commit(pushes: pushes, acknowledged: acknowledged, events: [], at: at)
+    }
+
+    /// Pushes, acknowledgements and delivery events in one transaction: one commit, one sync.
+    public func commit(pushes: [NewPush], acknowledged: [Int64], events: [DeviceEventBatch], at: EpochMilliseconds) throws(GatewayStoreError) -> [StoredPush] {
         var known = numbers.withLock { $0 }
         var learned: [(TargetKey, Numbers)] = []
         var reservedNow: Int64?
@@ -472,6 +477,7 @@ public final class SQLiteGatewayStore: GatewayStore {
                 }
             }
             if !acknowledged.isEmpty { try Self.markDelivered(acknowledged, at: at, db: db) }
+            for batch in events { try Self.record(batch.events, deviceID: batch.deviceID, at: at, db) }
             return stored
         }
         // Committed: only now may later commits rely on the reservation.
@@ -719,14 +725,17 @@ public final class SQLiteGatewayStore: GatewayStore {
     /// burst. The device's row is looked up once per batch.
     public func recordEvents(_ events: [DeviceEventReport], deviceID: String, at: EpochMilliseconds) throws(GatewayStoreError) {
         guard !events.isEmpty else { return }
-        try write { db in
-            guard let device = try Self.deviceNo(deviceID, db) else { return }
-            for e in events {
-                if let sequence = e.sequence {
-                    _ = try Self.record(e.event, apnsID: e.apnsID, sequence: sequence, deviceNo: device, at: at, db)
-                } else {
-                    _ = try Self.record(e.event, apnsID: e.apnsID, deviceNo: device, at: at, db)
-                }
+        try write { db in try Self.record(events, deviceID: deviceID, at: at, db) }
+    }
+
+    /// One device's events, in `db`'s transaction.
+    private static func record(_ events: [DeviceEventReport], deviceID: String, at: EpochMilliseconds, _ db: Database) throws {
+        guard !events.isEmpty, let device = try deviceNo(deviceID, db) else { return }
+        for e in events {
+            if let sequence = e.sequence {
+                _ = try record(e.event, apnsID: e.apnsID, sequence: sequence, deviceNo: device, at: at, db)
+            } else {
+                _ = try record(e.event, apnsID: e.apnsID, deviceNo: device, at: at, db)
             }
         }
     }

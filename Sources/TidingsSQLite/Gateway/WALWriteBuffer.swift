@@ -11,11 +11,15 @@ import GRDBSQLite
 /// truncate, memory map, close. The data reaches the disk before the sync returns, exactly as
 /// without the buffer.
 ///
-/// Only on when every commit of the connection syncs the WAL (`synchronous=FULL`): SQLite
-/// publishes new frames to other connections (the WAL index) after that sync, so no reader
-/// can look for a frame that is still in the buffer. `enable(on:)` checks this and turns the
-/// buffer on for one connection's WAL file; every other file opened through this VFS (the
-/// database file, other connections' WAL files) passes each call straight through.
+/// The buffer is also written as soon as a transaction's commit frame is in it (the frame
+/// whose header carries the database's size after the commit), before SQLite publishes the
+/// new frames to other connections (the WAL index) and whether or not the commit syncs: a
+/// commit without a sync (`synchronous=NORMAL`, as the inbox's marks) is in the file, and
+/// survives the process's death, when it returns, exactly as without the buffer; no reader
+/// can look for a frame that is still in the buffer. What the buffer gathers is the frames
+/// of one transaction. `enable(on:)` turns it on for one connection's WAL file; every other
+/// file opened through this VFS (the database file, other connections' WAL files) passes
+/// each call straight through.
 enum WALWriteBuffer {
     static let vfsName = "tidings-wal-buffer"
     /// The unix VFS writes at most `0x1ffff` bytes per `pwrite` (and reports a full disk past it).
@@ -26,6 +30,19 @@ enum WALWriteBuffer {
         var buffer: UnsafeMutableRawPointer?
         var offset: sqlite3_int64 = 0
         var length: Int32 = 0
+        /// Where the page of a commit frame whose header was just written goes: the buffer is
+        /// written out once that page is in it.
+        var commitPageOffset: sqlite3_int64?
+    }
+
+    /// SQLite writes a WAL frame as its 24-byte header, then its page; bytes 4–7 of the header
+    /// (big-endian) are the database's size in pages after the commit for a commit frame, 0
+    /// for any other. (The WAL's own header is 32 bytes.)
+    static let frameHeaderSize: Int32 = 24
+
+    /// Whether `header` (a frame header's bytes) is a commit frame's.
+    static func isCommitFrameHeader(_ header: UnsafeRawPointer) -> Bool {
+        header.loadUnaligned(fromByteOffset: 4, as: UInt32.self) != 0
     }
 
     /// A file of this VFS: SQLite's `sqlite3_file` (our methods), the state, then the file of
@@ -73,10 +90,10 @@ enum WALWriteBuffer {
     }
 
     /// Turns the buffer on for the WAL file of `db`'s main database. False (and nothing
-    /// changed) unless the connection runs `synchronous=FULL` or stronger, is in WAL mode with
-    /// its WAL open, and was opened through this VFS.
+    /// changed) unless the connection is in WAL mode with its WAL open and was opened through
+    /// this VFS.
     static func enable(on db: Database) throws -> Bool {
-        guard try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? 0 >= 2, let connection = db.sqliteConnection else { return false }
+        guard let connection = db.sqliteConnection else { return false }
         var pointer: UnsafeMutableRawPointer?
         guard sqlite3_file_control(connection, "main", SQLITE_FCNTL_JOURNAL_POINTER, &pointer) == SQLITE_OK,
               let file = pointer?.assumingMemoryBound(to: sqlite3_file.self),
@@ -150,6 +167,9 @@ enum WALWriteBuffer {
                 let flushed = WALWriteBuffer.flush(file)
                 if flushed != SQLITE_OK { return flushed }
             }
+            let commitPage = s.pointee.commitPageOffset == offset
+            s.pointee.commitPageOffset = amount == WALWriteBuffer.frameHeaderSize && WALWriteBuffer.isCommitFrameHeader(data)
+                ? offset + sqlite3_int64(amount) : nil
             if amount > WALWriteBuffer.capacity {
                 let (r, inner) = WALWriteBuffer.inner(file)
                 return inner.xWrite!(r, data, amount, offset)
@@ -157,7 +177,8 @@ enum WALWriteBuffer {
             if s.pointee.length == 0 { s.pointee.offset = offset }
             (buffer + Int(s.pointee.length)).copyMemory(from: data, byteCount: Int(amount))
             s.pointee.length += amount
-            return SQLITE_OK
+            // The commit frame is complete: the transaction's frames go to the file now.
+            return commitPage ? WALWriteBuffer.flush(file) : SQLITE_OK
         }
         m.xTruncate = { file, size in
             WALWriteBuffer.afterFlush(file) { r, inner in inner.xTruncate!(r, size) }

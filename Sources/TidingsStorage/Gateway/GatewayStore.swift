@@ -92,6 +92,28 @@ public protocol GatewayStore: Sendable {
 /// from devices that send it, the push's sequence number.
 public typealias DeviceEventReport = (event: DeliveryEvent, apnsID: String, sequence: Int64?)
 
+/// The delivery events one device reported together, as `recordEvents` takes them.
+public struct DeviceEventBatch: Sendable {
+    public var deviceID: String
+    public var events: [DeviceEventReport]
+
+    public init(deviceID: String, events: [DeviceEventReport]) {
+        self.deviceID = deviceID
+        self.events = events
+    }
+}
+
+/// A store whose group commit also records delivery events: the gateway's writer puts the
+/// events devices reported meanwhile in the transaction of the next pushes and
+/// acknowledgements — one commit and one sync for all — instead of a transaction of their
+/// own on the registry queue beside it. (SQLite: the one writer; a backend without it records
+/// events with `recordEvents`.)
+public protocol GroupCommitsEvents: GatewayStore {
+    /// `commit(pushes:acknowledged:at:)` and, in the same transaction, each batch as
+    /// `recordEvents(_:deviceID:at:)` would record it: all of it durable, or none of it.
+    func commit(pushes: [NewPush], acknowledged: [Int64], events: [DeviceEventBatch], at: EpochMilliseconds) throws(GatewayStoreError) -> [StoredPush]
+}
+
 extension GatewayStore {
     /// Nothing to release (an in-memory store).
     public func close() {}
