@@ -111,13 +111,21 @@ public final class WebCenter: Service {
 
     var access: WebAccess? { ready.withLock { $0.access } }
 
+    /// Listens on the configured port; with `anyPortIfTaken`, on any free one when binding it
+    /// fails because it is taken — decided by the bind itself, not by a check before it (two
+    /// daemons started together both found the default port free, and the second's bind then
+    /// failed: that daemon stopped, its socket gone, right after it had started).
     public func run() async throws {
-        var port = configuration.port
-        if configuration.anyPortIfTaken, port != 0, !Self.portIsFree(host: configuration.host, port: port) {
+        let port = configuration.port
+        do {
+            try await run(on: port)
+        } catch let error as IOError where configuration.anyPortIfTaken && port != 0 && error.errnoCode == EADDRINUSE {
             configuration.logger.notice("the web center's port is taken; listening on another", metadata: ["port": "\(port)"])
-            port = 0
+            try await run(on: 0)
         }
-        let listenPort = port
+    }
+
+    private func run(on listenPort: Int) async throws {
         let router = Router(context: BasicWebSocketRequestContext.self)
         router.add(middleware: WebAccessMiddleware(center: self))
         addRoutes(to: router)
@@ -156,24 +164,6 @@ public final class WebCenter: Service {
         // clean stop, about one `tidings daemon` stop in ten. Run here, the server shuts down
         // with the enclosing group's graceful shutdown (or on cancellation).
         try await app.run()
-    }
-
-    static func portIsFree(host: String, port: Int) -> Bool {
-        #if canImport(Glibc)
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { return true }
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        guard inet_pton(AF_INET, host == "localhost" ? "127.0.0.1" : host, &address.sin_addr) == 1 else { return true }
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        return bound == 0
-        #else
-        return true
-        #endif
     }
 }
 
