@@ -11,13 +11,15 @@ import GRDBSQLite
 /// truncate, memory map, close. The data reaches the disk before the sync returns, exactly as
 /// without the buffer.
 ///
-/// The buffer is also written as soon as a transaction's commit frame is in it (the frame
-/// whose header carries the database's size after the commit), before SQLite publishes the
-/// new frames to other connections (the WAL index) and whether or not the commit syncs: a
-/// commit without a sync (`synchronous=NORMAL`, as the inbox's marks) is in the file, and
-/// survives the process's death, when it returns, exactly as without the buffer; no reader
-/// can look for a frame that is still in the buffer. What the buffer gathers is the frames
-/// of one transaction. `enable(on:)` turns it on for one connection's WAL file; every other
+/// The buffer is also written out at a transaction's commit frame (the frame whose header
+/// carries the database's size after the commit): once its header is in it, and again once
+/// its page is — before SQLite publishes the new frames to other connections (the WAL index)
+/// and whether or not the commit syncs. So a commit without a sync (`synchronous=NORMAL`, as
+/// the inbox's marks) is in the file, and survives the process's death, when it returns,
+/// exactly as without the buffer (`WALWriteBufferTests`: the files copied as they are on disk
+/// after each commit recover every committed row, also after SQLite rewrote a spilled
+/// transaction's headers); no reader can look for a frame that is still in the buffer. What
+/// the buffer gathers is the frames of one transaction: two `pwrite`s per commit. `enable(on:)` turns it on for one connection's WAL file; every other
 /// file opened through this VFS (the database file, other connections' WAL files) passes
 /// each call straight through.
 enum WALWriteBuffer {
@@ -167,9 +169,9 @@ enum WALWriteBuffer {
                 let flushed = WALWriteBuffer.flush(file)
                 if flushed != SQLITE_OK { return flushed }
             }
+            let commitHeader = amount == WALWriteBuffer.frameHeaderSize && WALWriteBuffer.isCommitFrameHeader(data)
             let commitPage = s.pointee.commitPageOffset == offset
-            s.pointee.commitPageOffset = amount == WALWriteBuffer.frameHeaderSize && WALWriteBuffer.isCommitFrameHeader(data)
-                ? offset + sqlite3_int64(amount) : nil
+            s.pointee.commitPageOffset = commitHeader ? offset + sqlite3_int64(amount) : nil
             if amount > WALWriteBuffer.capacity {
                 let (r, inner) = WALWriteBuffer.inner(file)
                 return inner.xWrite!(r, data, amount, offset)
@@ -177,8 +179,13 @@ enum WALWriteBuffer {
             if s.pointee.length == 0 { s.pointee.offset = offset }
             (buffer + Int(s.pointee.length)).copyMemory(from: data, byteCount: Int(amount))
             s.pointee.length += amount
-            // The commit frame is complete: the transaction's frames go to the file now.
-            return commitPage ? WALWriteBuffer.flush(file) : SQLITE_OK
+            // A commit frame's header goes to the file at once, with what came before it, and
+            // its page after it: the transaction's frames are in the file before SQLite shows
+            // them to other connections, with or without a sync. (The header at once, not with
+            // its page: after a transaction overwrote its own frames in place — a page cache
+            // that spilled — SQLite rewrites their headers after the commit frame, the commit
+            // frame's last, with no page after it.)
+            return commitHeader || commitPage ? WALWriteBuffer.flush(file) : SQLITE_OK
         }
         m.xTruncate = { file, size in
             WALWriteBuffer.afterFlush(file) { r, inner in inner.xTruncate!(r, size) }
