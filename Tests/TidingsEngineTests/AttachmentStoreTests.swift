@@ -136,6 +136,7 @@ struct AttachmentStoreTests {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-quota-\(UUID().uuidString)")
         let store = AttachmentStore(root: root, quota: 100)
         let source = root.path + "-photo.png"
+        defer { for path in [root.path, source] { try? FileManager.default.removeItem(atPath: path) } }
         try write(Self.png, to: source)
         _ = try store.ingest([AttachmentValue(identifier: "a", path: source, type: "")], bundleIdentifier: "com.example.q", appDirectory: nil)
         try write(Self.png, to: source)
@@ -151,6 +152,7 @@ struct AttachmentStoreTests {
         let store = AttachmentStore(root: root)
         try FileManager.default.createDirectory(at: store.directory(for: "com.example.e"), withIntermediateDirectories: true)
         let outside = root.path + "-victim.png"
+        defer { for path in [root.path, outside] { try? FileManager.default.removeItem(atPath: path) } }
         try write(Self.png, to: outside)
         store.delete([AttachmentValue(identifier: "x", path: store.directory(for: "com.example.e").path + "/../../" + (outside as NSString).lastPathComponent, type: "")], bundleIdentifier: "com.example.e")
         store.delete([AttachmentValue(identifier: "y", path: outside, type: "")], bundleIdentifier: "com.example.e")

@@ -121,6 +121,42 @@ struct ReceiveQueueBoundTests {
         withExtendedLifetime(app) {}
     }
 
+    /// Events waiting keep counting while a connection reads them back from the inbox (each
+    /// connection does, for what the last one had in flight): that read used to empty the
+    /// outbox first, so for as long as it took receipt saw no events waiting — a full run under
+    /// load once took a whole bound of 10 pushes with 8 events left over (session 13). Here
+    /// the connection's read is held: receipt takes the 2 the bound leaves, shows them and
+    /// waits; once the read is let through, every event goes and all 12 are shown.
+    @Test @MainActor func eventsWaitingCountWhileAConnectionReadsThemBack() async throws {
+        let h = try await RemoteHarness.start()
+        defer { Task { await h.stop() } }
+        let (app, token) = try await h.offlineApp()
+        let ids = RemoteHarness.apnsIDs(0xd500, 12)
+        for id in ids { #expect(try await h.push(token: token, body: #"{"aps":{"alert":"hi"}}"#, apnsID: id).status == 200) }
+        let base = InMemoryRemoteInbox()
+        try await base.addPendingEvents(RemoteHarness.apnsIDs(0xd600, 8).enumerated().map {
+            PendingDeliveryEvent(event: "presented", apnsID: $1, sequence: Int64(900 + $0))
+        })
+        // The read when the link starts passes; the connection's is held.
+        let gate = MarkTurnstile()
+        gate.allow(1)
+        let link = try await h.startLink(inbox: CountingInbox(base, beforeEventRead: gate.wait)) { $0.maximumUnconfirmedEvents = 10 }
+        #expect(await eventually {
+            let waitingForRoom = await link.isWaitingForRoom
+            return gate.waiting == 1 && h.system.presenter.presentedIdentifiers.count == 2 && waitingForRoom
+        })
+        #expect(await link.mostQueued.pushes <= 2, "the 8 waiting counted while the connection reads them back")
+        #expect(h.system.presenter.presentedIdentifiers == Array(ids.prefix(2)))
+        gate.open()
+        #expect(await eventually { h.system.presenter.presentedIdentifiers.count == ids.count })
+        #expect(h.system.presenter.presentedIdentifiers == ids, "every push once, in order")
+        #expect(await link.mostQueued.pushes <= 10)
+        for id in ids {
+            #expect(await eventually { (try? await h.status(id).first?.presentedAt) != nil }, "\(id): its presented event reached the gateway")
+        }
+        withExtendedLifetime(app) {}
+    }
+
     /// A restart with 30 pushes left unprocessed (acknowledged before a crash) and a bound of 5:
     /// the inbox is read back in pages as the queue has room, never all at once; all 30 are
     /// shown once, in order.

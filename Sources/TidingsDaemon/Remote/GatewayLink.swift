@@ -119,7 +119,10 @@ public actor GatewayLink: RemoteNotificationLink {
     private var loadedConnection = -1
     /// Events kept and not confirmed: bounds receipt with `maximumUnconfirmedEvents`, what a
     /// previous run left in the inbox included (read when the link starts).
-    private var unconfirmedEvents: Int { outbox.count + eventsInFlight + eventsToRetry.count }
+    private var unconfirmedEvents: Int { outbox.count + eventsInFlight + eventsToRetry.count + eventsAwaitingReload }
+    /// What the last connection had in flight or refused when a new one came: in the inbox,
+    /// and counted here until `loadEvents` has read them back into the outbox.
+    private var eventsAwaitingReload = 0
     /// Events sent and not confirmed at most: the gateway's default
     /// `deviceMaximumPendingEvents`, so none is refused for that. A message goes as soon as
     /// there is room (a sliding window, not a window sent whole and awaited whole): with 256 a
@@ -289,6 +292,7 @@ public actor GatewayLink: RemoteNotificationLink {
             }
         }
         connectionNumber &+= 1
+        eventsAwaitingReload += eventsInFlight + eventsToRetry.count
         eventsInFlight = 0
         eventsToRetry = []
         phase = .connected(connection)
@@ -547,15 +551,23 @@ public actor GatewayLink: RemoteNotificationLink {
     /// events of a previous run or connection, confirmed ones forgotten first — followed by
     /// those kept while it was read. What the last connection had in flight or waiting is in
     /// there too.
+    ///
+    /// While the inbox is read, the outbox keeps what it holds (all of it is in the inbox too:
+    /// an event goes in the outbox once kept) and nothing is sent from it, so what waits keeps
+    /// counting against `maximumUnconfirmedEvents`; events kept meanwhile are appended behind.
+    /// (It used to be emptied first: receipt saw no events waiting for as long as the read
+    /// took, and once took a whole bound of pushes in that window.)
     private func loadEvents() async {
         await clearConfirmed()
-        outbox = []
+        let before = outbox.count
+        let reloading = eventsAwaitingReload
         do {
             let stored = try await inbox.pendingEvents(limit: RemoteInboxDefaults.maximumPendingEvents)
             let storedSet = Set(stored)
-            let keptMeanwhile = outbox.filter { !storedSet.contains($0) }
+            let keptMeanwhile = outbox.dropFirst(before).filter { !storedSet.contains($0) }
             outbox = Deque(stored)
             outbox.append(contentsOf: keptMeanwhile)
+            eventsAwaitingReload -= reloading
         } catch {
             logger.warning("could not read the delivery events kept for the gateway", metadata: ["error": "\(error)"])
         }
