@@ -51,7 +51,7 @@ public final class NotificationTestSystem: Sendable {
         serviceExtensions: (any ServiceExtensionRunning)? = nil,
         presenters: [any Presenter] = []
     ) async throws -> NotificationTestSystem {
-        let directory = directory ?? Self.makeDirectory()
+        let directory = directory ?? TemporaryDirectories.make(prefix: "tidings-test-")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let store: any DeviceStore = switch storage {
         case .memory: InMemoryDeviceStore()
@@ -71,23 +71,6 @@ public final class NotificationTestSystem: Sendable {
         try await engine.recover()
         system.runner.withLock { $0 = Task { try? await engine.run() } }
         return system
-    }
-
-    /// The temporary directories `start` made (none given): removed when the test process
-    /// exits, also those of tests that never shut their system down (or kept the files for a
-    /// restart) — they were left in /tmp, hundreds per full run.
-    private static let madeDirectories = Mutex<[URL]>([])
-    private static let removedAtExit: Void = { atexit { NotificationTestSystem.removeMadeDirectories() } }()
-
-    private static func makeDirectory() -> URL {
-        _ = removedAtExit
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-test-\(UUID().uuidString)")
-        madeDirectories.withLock { $0.append(directory) }
-        return directory
-    }
-
-    private static func removeMadeDirectories() {
-        for directory in madeDirectories.withLock({ $0 }) { try? FileManager.default.removeItem(at: directory) }
     }
 
     /// Stops the scheduler and deletes the temporary directory.

@@ -30,7 +30,7 @@ final class GatewayHarness: Sendable {
     static func start(store: StoreKind = .memory, directory: URL? = nil, clock: TestWallClock = TestWallClock(now: Date()),
                       teamKey: P256.Signing.PrivateKey = P256.Signing.PrivateKey(), registerKey: Bool = true,
                       configure: (inout GatewayConfiguration) -> Void = { _ in }) async throws -> GatewayHarness {
-        let dir = directory ?? FileManager.default.temporaryDirectory.appendingPathComponent("tidings-gw-\(UUID().uuidString)")
+        let dir = directory ?? TemporaryDirectories.make(prefix: "tidings-gw-")
         var configuration = GatewayConfiguration(dataDirectory: dir)
         configuration.providerPort = 0
         configuration.devicePort = 0

@@ -8,6 +8,7 @@ import TidingsCore
 import TidingsDevice
 import TidingsGateway
 import TidingsStorage
+import TidingsTesting
 
 @Suite("Store and forward", .serialized)
 struct StoreAndForwardTests {
@@ -133,7 +134,7 @@ struct StoreAndForwardTests {
     }
 
     @Test func unacknowledgedPushesComeAgainAndSurviveRestart() async throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-gw-\(UUID().uuidString)")
+        let dir = TemporaryDirectories.make(prefix: "tidings-gw-")
         let teamKey = P256.Signing.PrivateKey()
         let key = P256.Signing.PrivateKey()
         var h = try await GatewayHarness.start(store: .sqlite, directory: dir, teamKey: teamKey)
