@@ -567,10 +567,12 @@ public actor GatewayLink: RemoteNotificationLink {
             let keptMeanwhile = outbox.dropFirst(before).filter { !storedSet.contains($0) }
             outbox = Deque(stored)
             outbox.append(contentsOf: keptMeanwhile)
-            eventsAwaitingReload -= reloading
         } catch {
             logger.warning("could not read the delivery events kept for the gateway", metadata: ["error": "\(error)"])
         }
+        // Read back, or (the read failed) left in the inbox for the next connection's read, as
+        // before: not counted for ever, which could stop receipt on this connection.
+        eventsAwaitingReload -= reloading
         wakeWaiters()
     }
 
