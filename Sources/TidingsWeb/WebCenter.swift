@@ -119,9 +119,22 @@ public final class WebCenter: Service {
         let port = configuration.port
         do {
             try await run(on: port)
-        } catch let error as IOError where configuration.anyPortIfTaken && port != 0 && error.errnoCode == EADDRINUSE {
+        } catch let error as IOError where port != 0 && error.errnoCode == EADDRINUSE {
+            guard configuration.anyPortIfTaken else { throw PortTaken(host: configuration.host, port: port) }
             configuration.logger.notice("the web center's port is taken; listening on another", metadata: ["port": "\(port)"])
             try await run(on: 0)
+        }
+    }
+
+    /// The port asked for is taken (and any other would not do): one clear sentence for the
+    /// person, instead of the socket call's error.
+    public struct PortTaken: Error, CustomStringConvertible {
+        public let host: String
+        public let port: Int
+
+        public var description: String {
+            "the web center cannot listen on \(host):\(port): the port is taken (another program, or another daemon's web center); "
+                + "choose another port (--web-port N, 0 for any free one) or turn the web center off (--no-web)"
         }
     }
 

@@ -59,7 +59,9 @@ import TidingsCore
         let (holder, taken) = try await Self.holdAPort()
         let (_, task, directory) = try Self.start(port: taken, anyPortIfTaken: false)
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        await #expect(throws: (any Error).self) { try await task.value }
+        let error = await #expect(throws: WebCenter.PortTaken.self) { try await task.value }
+        #expect(error?.port == taken)
+        #expect("\(error.map { "\($0)" } ?? "")".contains("the port is taken"))
         try await holder.close()
     }
 
