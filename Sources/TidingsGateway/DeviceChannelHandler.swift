@@ -415,9 +415,7 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
         recordingEvents = true
         var batch: [(report: DeviceEventReport, requestID: Int64?)] = []
         swap(&batch, &pendingEvents)
-        let store = core.store
         let deviceID = session.deviceID
-        let now = core.clock.nowMilliseconds()
         let events = batch.map(\.report)
         let ids = batch.compactMap(\.requestID)
         let presented = events.count { $0.event == .presented }
@@ -430,6 +428,7 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
             core.committer.record(PushCommitter.Events(batch: DeviceEventBatch(deviceID: deviceID, events: events), recorded: promise))
             recorded = promise.futureResult
         } else {
+            let store = core.store, now = core.clock.nowMilliseconds()
             recorded = core.registry(for: context.channel) { try store.recordEvents(events, deviceID: deviceID, at: now) }
         }
         recorded.whenComplete { result in

@@ -92,9 +92,7 @@ struct EndToEndTests {
         defer { app.stopAtEnd() }
         // On a failure, what became of the daemon (seen once in a full run: its socket gone
         // after it said "daemon socket" — a daemon that stopped, or was stopped, meanwhile).
-        func daemonState() -> String {
-            "daemon \(daemon.process.isRunning ? "running" : "gone (status \(daemon.process.terminationStatus), reason \(daemon.process.terminationReason.rawValue))"): \(daemon.output)"
-        }
+        func daemonState() -> String { "daemon \(daemon.state): \(daemon.output)" }
         #expect(await app.waitForOutput("waiting for responses"), "\(app.output)\n\(daemonState())")
         let list = try await fixture.cli(["apps", "list"])
         #expect(list.output.contains("com.example.dev"), "\(list.output)\n\(daemonState())")

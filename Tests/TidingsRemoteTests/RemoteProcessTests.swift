@@ -124,7 +124,7 @@ struct RemoteProcessTests {
         }
         #expect(complete, """
             \(Set(all.keys).subtracting(delivered.withLock { $0 }).count) of \(all.count) accepted pushes never delivered; \
-            last query: \(lastFailure.withLock { $0 } ?? "a list"); the last daemon is \(daemon.process.isRunning ? "running" : "gone (status \(daemon.process.terminationStatus), reason \(daemon.process.terminationReason.rawValue))"), \
+            last query: \(lastFailure.withLock { $0 } ?? "a list"); the last daemon is \(daemon.state), \
             its output ends: \(daemon.output.suffix(1_500))
             """)
         await daemon.stop()

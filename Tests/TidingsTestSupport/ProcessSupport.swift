@@ -64,6 +64,11 @@ public final class ChildProcess: Sendable {
         return nil
     }
 
+    /// "running", or how it ended (exit status and reason): for a failure message.
+    public var state: String {
+        process.isRunning ? "running" : "gone (status \(process.terminationStatus), reason \(process.terminationReason.rawValue))"
+    }
+
     /// The port of the `host:port` that follows `marker` on a line.
     public func port(after marker: String) -> Int? {
         guard let rest = value(after: marker) else { return nil }
