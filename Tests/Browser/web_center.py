@@ -401,6 +401,7 @@ def main():
             request(port, "POST", "/api/settings", {"Cookie": session, "Origin": origin, "X-Tidings-CSRF": csrf},
                     json.dumps({"app": APP, "change": {"showPreviews": 0, "sound": 2}}))
             grouping(page, args, env, data_dir, port, session, app, app_out, post)
+            state_read_races_events(page, post, port, session)
 
             # Provisional authorization: no prompt, delivered quietly to the center.
             quiet_dir = os.path.join(work, "quiet")
@@ -503,6 +504,51 @@ def desktop_reply(browser, context, port, key, post, app_out):
     text = anonymous.text_content("body") or ""
     check("#reply= without the cookie says how to get in (tidings open)", "tidings open" in text and key not in anonymous.content(), text)
     fresh.close()
+
+
+def state_read_races_events(page, post, port, session):
+    """The page reads the state over HTTP and gets its changes over the WebSocket, two
+    connections: a state read from before an event that arrives after the event must not
+    undo it. The read is held (Playwright's route) until the event has been applied."""
+    origin = "http://127.0.0.1:%d" % port
+    csrf = re.search(r'name="csrf" content="([0-9a-f]+)"', request(port, "GET", "/", {"Cookie": session})[2].decode()).group(1)
+    headers = {"Cookie": session, "Origin": origin, "X-Tidings-CSRF": csrf, "Content-Type": "application/json"}
+    held = []
+    listed = "k => state.notifications.has(k)"
+    raced = APP + "\nraced"
+
+    def read_held_state():
+        """Starts a state read and answers it with the state of that moment, held until release()."""
+        before = page.evaluate("() => document.body.dataset.loaded")
+        page.evaluate("() => { load(); }")
+        deadline = time.time() + WAIT
+        while not held and time.time() < deadline:
+            page.wait_for_timeout(20)
+
+        def release():
+            route, response = held.pop()
+            route.fulfill(response=response)
+            page.wait_for_function("b => document.body.dataset.loaded !== b", arg=before, timeout=WAIT_MS)
+        return bool(held), release
+
+    page.route("**/api/state", lambda route: held.append((route, route.fetch())))
+    try:
+        started, release = read_held_state()
+        if not check("the page reads its state (held)", started):
+            return
+        post({"id": "raced", "title": "Raced", "body": "arrives while an older state is read"})
+        page.wait_for_function(listed, arg=raced, timeout=WAIT_MS)
+        release()
+        check("a notification whose event arrives during an older state read stays in the center", page.evaluate(listed, raced))
+        started, release = read_held_state()
+        if not check("the page reads its state again (held)", started):
+            return
+        request(port, "POST", "/api/dismiss", headers, json.dumps({"app": APP, "identifiers": ["raced"]}))
+        page.wait_for_function("k => !state.notifications.has(k)", arg=raced, timeout=WAIT_MS)
+        release()
+        check("a notification removed during an older state read that lists it stays removed", not page.evaluate(listed, raced))
+    finally:
+        page.unroute("**/api/state")
 
 
 def grouping(page, args, env, data_dir, port, session, app, app_out, post):
@@ -815,7 +861,11 @@ def interactive_extension(page, post, port, session):
         check("an event with %s is refused" % name, status == 403, str(status))
     status, _, _ = request(port, "POST", "/api/extension/event", headers, json.dumps({"session": view, "token": token, "element": "x" * 257, "value": ""}))
     check("an event over the element id limit is refused", status == 413, str(status))
-    page.click("#expanded .close")
+    # The page hides the view at once and tells the center without waiting (its close is a
+    # request of its own): once that request is answered, the token names nothing.
+    with page.expect_response(lambda r: r.url.endswith("/api/extension/close"), timeout=WAIT_MS) as closed:
+        page.click("#expanded .close")
+    check("closing the view tells the center", closed.value.status == 200, str(closed.value.status))
     page.wait_for_selector("#expanded", state="hidden", timeout=WAIT_MS)
     status, _, _ = request(port, "POST", "/api/extension/event", headers, json.dumps({"session": view, "token": token, "element": "add", "value": "1"}))
     check("after the view closes its token names nothing", status == 403, str(status))
@@ -841,22 +891,38 @@ def content_extension(page, args, env, data_dir, work):
         # The sample app's notifications share no thread: one stack; open it, then the items.
         # (The center redraws as notifications arrive: look again each time.)
         deadline = time.time() + WAIT
+        clicks = []
         while time.time() < deadline:
             if page.is_hidden("#expanded") is False:
                 break
             try:
                 if page.query_selector('#groups .card[data-id="items"]'):
+                    clicks.append("items")
                     page.click('#groups .card[data-id="items"] .title', timeout=5000)
                 elif page.query_selector('#groups .group.stack[data-app="com.example.tidings.sample"]'):
+                    clicks.append("stack")
                     page.click('#groups .group.stack[data-app="com.example.tidings.sample"] .card .title', timeout=5000)
-            except Exception:
-                pass
+                else:
+                    clicks.append("none")
+            except Exception as error:
+                clicks.append(str(error).splitlines()[0:12])
             time.sleep(0.2)
         try:
             page.wait_for_selector('#expanded[data-extension="open"] .extension-slot iframe', timeout=WAIT_MS)
         except Exception:
-            state = page.evaluate("() => [document.querySelector('#expanded').dataset.extension, [...document.querySelectorAll('.banner.error')].map(b => b.textContent)]")
-            check("the content extension's view opens", False, str(state))
+            state = page.evaluate("""() => {
+                const overlay = document.querySelector('#expanded'), slot = overlay.querySelector('.extension-slot');
+                const frame = slot.querySelector('iframe'), box = frame && frame.getBoundingClientRect();
+                return {extension: overlay.dataset.extension, overlayHidden: overlay.hidden, slotHidden: slot.hidden,
+                        title: overlay.querySelector('.title') && overlay.querySelector('.title').textContent,
+                        frame: frame && {src: frame.getAttribute('src'), box: [box.width, box.height]},
+                        errors: [...document.querySelectorAll('.banner.error')].map(b => b.textContent),
+                        consentHidden: document.querySelector('#consent').hidden,
+                        banners: [...document.querySelectorAll('.banner')].map(b => b.dataset.id),
+                        groups: [...document.querySelectorAll('#groups .group')].map(g =>
+                            [g.dataset.app, g.className, [...g.querySelectorAll('.card')].map(c => c.dataset.id)])};
+            }""")
+            check("the content extension's view opens", False, "%s\nclicks: %s\nsample app: %s" % (state, clicks[-6:], "\n".join(out.lines[-8:])))
             return
         frame_element = page.query_selector("#expanded .extension-slot iframe")
         sandbox = frame_element.get_attribute("sandbox")

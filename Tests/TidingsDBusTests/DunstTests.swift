@@ -14,10 +14,15 @@ struct DunstTests {
         guard requireTool(tools.allSatisfy { FileManager.default.isExecutableFile(atPath: $0) }, "Xvfb, dunst, imagemagick (Debian xvfb dunst imagemagick)") else { return }
         guard let bus = try await PrivateBus.start() else { return }
         defer { bus.stop() }
-        let display = ":\(Int.random(in: 200 ... 900))"
-        let xvfb = try ChildProcess("/usr/bin/Xvfb", [display, "-screen", "0", "640x360x24", "-nolisten", "tcp"], directory: bus.directory, name: "xvfb")
+        // Xvfb picks a free display itself and writes its number to standard output once it
+        // takes connections (`-displayfd 1`). A display chosen here could be one a killed
+        // X server left its socket and lock for: the socket file is there, nobody listens.
+        let xvfb = try ChildProcess("/usr/bin/Xvfb", ["-displayfd", "1", "-screen", "0", "640x360x24", "-nolisten", "tcp"], directory: bus.directory, name: "xvfb")
+        // SIGKILL: it inherits this process's blocked SIGTERM. The lock it leaves names a dead
+        // process, which the next Xvfb takes over.
         defer { xvfb.stopAtEnd(signal: SIGKILL) }
-        #expect(await eventually { FileManager.default.fileExists(atPath: "/tmp/.X11-unix/X\(display.dropFirst())") })
+        #expect(await eventually { xvfbDisplay(xvfb.output) != nil }, "\(xvfb.state)\n\(xvfb.output)")
+        guard let display = xvfbDisplay(xvfb.output) else { return }
         let environment = bus.environment.merging(["DISPLAY": display]) { $1 }
         let dunst = try ChildProcess("/usr/bin/dunst", [], environment: environment, directory: bus.directory, name: "dunst")
         defer { dunst.stopAtEnd(signal: SIGKILL) }
@@ -132,4 +137,9 @@ struct DunstTests {
         #expect(!key.isEmpty && !line.contains(key), "the key is not in the opened address")
         await mock.stop()
     }
+}
+
+/// The display Xvfb announced with `-displayfd`: its first line that is only a number, as `:N`.
+private func xvfbDisplay(_ output: String) -> String? {
+    output.split(separator: "\n").first { !$0.isEmpty && $0.allSatisfy(\.isNumber) }.map { ":\($0)" }
 }

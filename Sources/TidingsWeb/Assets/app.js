@@ -48,13 +48,29 @@ function showError(message) {
 
 // MARK: Loading and live updates
 
+// The state is read over HTTP and its changes come over the WebSocket: two connections,
+// so an event can arrive while a state read from before it is on its way. Events that
+// arrive during a read are kept (`eventsDuringLoads`) and applied again on top of the state
+// it returns, in the order they came; the socket's later events follow as usual. Each event
+// sets or removes what it names, so applying one again leaves the same state.
+let loadsInFlight = 0;
+let eventsDuringLoads = [];
+
 async function load() {
-  const response = await fetch("/api/state", { credentials: "same-origin" });
-  if (!response.ok) { showError(await response.text()); return; }
-  const data = await response.json();
-  state.apps = new Map(data.apps.map((app) => [app.app, app]));
-  state.notifications = new Map(data.notifications.map((n) => [key(n.app, n.identifier), n]));
-  state.prompts = data.prompts;
+  loadsInFlight += 1;
+  const since = eventsDuringLoads.length;
+  try {
+    const response = await fetch("/api/state", { credentials: "same-origin" });
+    if (!response.ok) { showError(await response.text()); return; }
+    const data = await response.json();
+    state.apps = new Map(data.apps.map((app) => [app.app, app]));
+    state.notifications = new Map(data.notifications.map((n) => [key(n.app, n.identifier), n]));
+    state.prompts = data.prompts;
+    for (const event of eventsDuringLoads.slice(since)) apply(event);
+  } finally {
+    loadsInFlight -= 1;
+    if (loadsInFlight === 0) eventsDuringLoads = [];
+  }
   renderCenter();
   renderSettings();
   showNextPrompt();
@@ -75,13 +91,12 @@ function connect() {
 }
 
 function handle(event) {
+  apply(event);
+  if (loadsInFlight > 0) eventsDuringLoads.push(event);
   switch (event.type) {
     case "present": {
       const n = event.notification;
       if (!state.apps.has(n.app)) load();
-      if (n.list) state.notifications.set(key(n.app, n.identifier), n);
-      else state.notifications.delete(key(n.app, n.identifier));
-      if (n.badge !== null && n.badge !== undefined) state.badges.set(n.app, n.badge);
       if (n.banner) showBanner(n);
       if (n.playSound) playSound(n);
       scheduleRender();
@@ -89,7 +104,6 @@ function handle(event) {
     }
     case "withdraw":
       for (const id of event.identifiers) {
-        state.notifications.delete(key(event.app, id));
         for (const banner of document.querySelectorAll(".banner")) {
           if (banner.dataset.app === event.app && banner.dataset.id === id) banner.remove();
         }
@@ -97,25 +111,48 @@ function handle(event) {
       scheduleRender();
       break;
     case "badge":
-      state.badges.set(event.app, event.count);
       scheduleRender();
       break;
     case "consent":
-      if (!state.prompts.some((p) => p.id === event.prompt.id)) state.prompts.push(event.prompt);
-      showNextPrompt();
-      break;
     case "consentAnswered":
-      state.prompts = state.prompts.filter((p) => p.id !== event.id);
       showNextPrompt();
       break;
     case "extension":
       if (event.session === extensionSession) extensionOutcome(event.outcome);
       break;
+    case "settings":
+      renderSettings();
+      scheduleRender();
+      break;
+  }
+}
+
+// What an event changes in `state`: the same on its arrival and when applied again after a
+// state read (`load`); what it shows (banners, sounds, prompts, the view) is `handle`'s.
+function apply(event) {
+  switch (event.type) {
+    case "present": {
+      const n = event.notification;
+      if (n.list) state.notifications.set(key(n.app, n.identifier), n);
+      else state.notifications.delete(key(n.app, n.identifier));
+      if (n.badge !== null && n.badge !== undefined) state.badges.set(n.app, n.badge);
+      break;
+    }
+    case "withdraw":
+      for (const id of event.identifiers) state.notifications.delete(key(event.app, id));
+      break;
+    case "badge":
+      state.badges.set(event.app, event.count);
+      break;
+    case "consent":
+      if (!state.prompts.some((p) => p.id === event.prompt.id)) state.prompts.push(event.prompt);
+      break;
+    case "consentAnswered":
+      state.prompts = state.prompts.filter((p) => p.id !== event.id);
+      break;
     case "settings": {
       const app = state.apps.get(event.app);
       if (app) app.settings = event.settings;
-      renderSettings();
-      scheduleRender();
       break;
     }
   }
