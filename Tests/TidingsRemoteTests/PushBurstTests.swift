@@ -133,6 +133,33 @@ struct PushBurstTests {
         withExtendedLifetime(app) {}
     }
 
+    /// A hand-off's processed mark is written while the next hand-off is with the engine, one
+    /// mark at a time and in order: with the first mark held, the second hand-off is shown
+    /// meanwhile and its mark waits for the first (the third hand-off waits behind it); once
+    /// the marks go through, every push is shown once, in order, marked and recorded presented.
+    @Test @MainActor func theNextHandOffIsShownWhileTheLastOneIsMarked() async throws {
+        let h = try await RemoteHarness.start()
+        defer { Task { await h.stop() } }
+        let (app, token) = try await h.offlineApp()
+        let ids = RemoteHarness.apnsIDs(0xd300, 15)
+        for id in ids { #expect(try await h.push(token: token, body: #"{"aps":{"alert":"hi"}}"#, apnsID: id).status == 200) }
+        let turnstile = MarkTurnstile()
+        let inbox = CountingInbox(InMemoryRemoteInbox(), beforeMark: turnstile.wait)
+        try await h.startLink(inbox: inbox, maximumHandOff: 5)
+        #expect(await eventually { inbox.counts.markSizesAsked.count == 1 }, "the first hand-off's mark asked for")
+        let first = inbox.counts.markSizesAsked[0]
+        #expect(await eventually { h.system.presenter.presentedIdentifiers.count > first },
+                "a second hand-off shown while the first's mark is held (\(h.system.presenter.presentedIdentifiers.count) shown, first mark \(first))")
+        #expect(inbox.counts.markSizesAsked.count == 1 && inbox.counts.marks == 0, "the second mark waits for the first")
+        turnstile.open()
+        #expect(await eventually { inbox.counts.processedPushes == ids.count })
+        #expect(h.system.presenter.presentedIdentifiers == ids)
+        for id in ids {
+            #expect(await eventually { (try? await h.status(id).first?.presentedAt) != nil }, "\(id) recorded presented")
+        }
+        withExtendedLifetime(app) {}
+    }
+
     /// `maximumHandOff` bounds what one hand-off to the engine takes: a backlog of 7 with a
     /// limit of 3 goes in hand-offs of at most 3, in order.
     @Test @MainActor func aHandOffTakesAtMostTheConfiguredNumberOfPushes() async throws {
@@ -267,7 +294,9 @@ struct PushBurstTests {
 /// processed mark reaches the base (a `MarkTurnstile` holds them there).
 final class CountingInbox: RemoteInboxStore {
     struct Counts { var receives = 0, receivedPushes = 0, unprocessedReads = 0, marks = 0, processedPushes = 0, largestMark = 0,
-                    eventWrites = 0, eventsWithMarks = 0, clearedWithMarks = 0, clearWrites = 0, clearedAlone = 0, eventReads = 0 }
+                    eventWrites = 0, eventsWithMarks = 0, clearedWithMarks = 0, clearWrites = 0, clearedAlone = 0, eventReads = 0
+                    /// The size of each mark asked for, before `beforeMark`.
+                    var markSizesAsked: [Int] = [] }
     private let base: any RemoteInboxStore
     private let state = Mutex(Counts())
     private let beforeMark: @Sendable () async -> Void
@@ -289,7 +318,7 @@ final class CountingInbox: RemoteInboxStore {
         return try await base.unprocessed(after: position, limit: limit)
     }
     func markProcessed(_ pushes: [RemotePush], keeping events: [PendingDeliveryEvent], clearing confirmed: [PendingDeliveryEvent]) async throws {
-        state.withLock { $0.clearedWithMarks += confirmed.count }  // counted as the mark is asked for, before a gate
+        state.withLock { $0.clearedWithMarks += confirmed.count; $0.markSizesAsked.append(pushes.count) }  // counted as the mark is asked for, before a gate
         await beforeMark()
         state.withLock {
             $0.marks += 1; $0.processedPushes += pushes.count; $0.largestMark = max($0.largestMark, pushes.count)

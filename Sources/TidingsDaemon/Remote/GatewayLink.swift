@@ -405,53 +405,80 @@ public actor GatewayLink: RemoteNotificationLink {
     /// each once durable; then they are marked processed together, with the `presented`
     /// events reported meanwhile, in one inbox write — both or neither: a push left unmarked
     /// by a crash is recovered, found in the delivered list and reported then.
+    ///
+    /// The mark is written while the next hand-off is with the engine (a two-step pipeline:
+    /// the inbox's write and the delivered list's commit each have a database of their own).
+    /// One mark at a time, in order: the previous one is done before the next starts, so the
+    /// events are kept and sent in the order the pushes were shown. A push counts against the
+    /// queue's bounds until its mark is done, as before.
     private func processApp(_ bundle: String) async {
-        while let first = appQueues[bundle]?.first {
-            handOffEvents[bundle] = []
-            var batch: [RemotePush] = []
-            // Taken from the queue in place (a copy of it would be copied again on the first removal).
-            while let next = appQueues[bundle]?.first, next.recovering == first.recovering, batch.count < configuration.maximumHandOff {
-                batch.append(appQueues[bundle]!.removeFirst().push)
-            }
-            var fresh = batch
-            if first.recovering {
-                // Received before a crash: one already in the delivered list was shown; report it, do not show it again.
-                fresh = []
-                var shown: [RemotePush] = []
-                for push in batch {
-                    if await engine.hasDeliveredRemote(push) { shown.append(push) } else { fresh.append(push) }
+        await withTaskGroup(of: Void.self) { marks in
+            var marking = false
+            while true {
+                guard let first = appQueues[bundle]?.first else {
+                    // The mark under way frees room, and receipt may queue more meanwhile: look again after it.
+                    if marking {
+                        await marks.next()
+                        marking = false
+                        continue
+                    }
+                    appQueues[bundle] = nil
+                    return
                 }
-                await presented(shown)
-            }
-            if !fresh.isEmpty {
-                let outcomes = await engine.receiveRemote(fresh)
-                if logger.logLevel <= .debug {
-                    for (push, outcome) in zip(fresh, outcomes) {
-                        logger.debug("remote notification", metadata: ["apns-id": "\(push.apnsID)", "outcome": "\(outcome)"])
+                handOffEvents[bundle] = []
+                var batch: [RemotePush] = []
+                // Taken from the queue in place (a copy of it would be copied again on the first removal).
+                while let next = appQueues[bundle]?.first, next.recovering == first.recovering, batch.count < configuration.maximumHandOff {
+                    batch.append(appQueues[bundle]!.removeFirst().push)
+                }
+                var fresh = batch
+                if first.recovering {
+                    // Received before a crash: one already in the delivered list was shown; report it, do not show it again.
+                    fresh = []
+                    var shown: [RemotePush] = []
+                    for push in batch {
+                        if await engine.hasDeliveredRemote(push) { shown.append(push) } else { fresh.append(push) }
+                    }
+                    await presented(shown)
+                }
+                if !fresh.isEmpty {
+                    let outcomes = await engine.receiveRemote(fresh)
+                    if logger.logLevel <= .debug {
+                        for (push, outcome) in zip(fresh, outcomes) {
+                            logger.debug("remote notification", metadata: ["apns-id": "\(push.apnsID)", "outcome": "\(outcome)"])
+                        }
                     }
                 }
+                let events = handOffEvents.removeValue(forKey: bundle) ?? []
+                if marking { await marks.next() }
+                let confirmed = confirmedEvents
+                confirmedEvents = []
+                marks.addTask { await self.mark(batch, keeping: events, clearing: confirmed) }
+                marking = true
             }
-            let events = handOffEvents.removeValue(forKey: bundle) ?? []
-            let confirmed = confirmedEvents
-            confirmedEvents = []
-            do {
-                try await inbox.markProcessed(batch, keeping: events, clearing: confirmed)
-                kept(events)
-            } catch {
-                confirmedEvents = confirmed + confirmedEvents
-                // Not shown again in this run (nothing reads the inbox back while it runs);
-                // after a restart the delivered-list check keeps them from showing twice —
-                // the normal case at a stop (the write is cancelled), so not an error then.
-                logger.log(level: error is CancellationError ? .debug : .error, "could not mark pushes processed",
-                           metadata: ["error": "\(error)", "pushes": "\(batch.count)"])
-                sendUnkept(events)
-            }
-            queued.pushes -= batch.count
-            queued.payloadBytes -= batch.reduce(0) { $0 + $1.payload.count }
-            wakeWaiters()
-            if queued.pushes == 0 { await clearConfirmed() }  // no hand-off left to take them
         }
-        appQueues[bundle] = nil
+    }
+
+    /// A hand-off's processed mark: its pushes, the `presented` events reported during it (kept,
+    /// then sent) and the events the gateway confirmed since the last write (forgotten), in one
+    /// inbox write; then its pushes leave the queue's count.
+    private func mark(_ batch: [RemotePush], keeping events: [PendingDeliveryEvent], clearing confirmed: [PendingDeliveryEvent]) async {
+        do {
+            try await inbox.markProcessed(batch, keeping: events, clearing: confirmed)
+            kept(events)
+        } catch {
+            confirmedEvents = confirmed + confirmedEvents
+            // Not shown again in this run (nothing reads the inbox back while it runs);
+            // after a restart the delivered-list check keeps them from showing twice —
+            // the normal case at a stop (the write is cancelled), so not an error then.
+            logger.log(level: error is CancellationError ? .debug : .error, "could not mark pushes processed",
+                       metadata: ["error": "\(error)", "pushes": "\(batch.count)"])
+            sendUnkept(events)
+        }
+        queued.pushes -= batch.count
+        queued.payloadBytes -= batch.reduce(0) { $0 + $1.payload.count }
+        wakeWaiters()
+        if queued.pushes == 0 { await clearConfirmed() }  // no hand-off left to take them
     }
 
     // MARK: RemoteNotificationLink
