@@ -49,14 +49,16 @@ public final class NotificationTestSystem: Sendable {
         clock: TestWallClock = TestWallClock(),
         directory: URL? = nil,
         serviceExtensions: (any ServiceExtensionRunning)? = nil,
-        presenters: [any Presenter] = []
+        presenters: [any Presenter] = [],
+        wrapStore: @Sendable (any DeviceStore) -> any DeviceStore = { $0 }
     ) async throws -> NotificationTestSystem {
         let directory = directory ?? TemporaryDirectories.make(prefix: "tidings-test-")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let store: any DeviceStore = switch storage {
+        let base: any DeviceStore = switch storage {
         case .memory: InMemoryDeviceStore()
         case .sqlite: try SQLiteDeviceStore(path: directory.appendingPathComponent("device.sqlite").path)
         }
+        let store = wrapStore(base)
         let presenter = RecordingPresenter()
         let launcher = RecordingLauncher()
         var logger = Logger(label: "tidings.test")

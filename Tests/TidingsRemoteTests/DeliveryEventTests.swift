@@ -67,7 +67,7 @@ struct DeliveryEventTests {
         defer { Task { await system.shutdown() } }
         let gatewayDir = system.directory.appendingPathComponent("gateway")
         let teamKey = P256.Signing.PrivateKey()
-        let gateway = try await Self.startGateway(directory: gatewayDir, devicePort: 0, clock: clock, storage: .sqlite, teamKey: teamKey)
+        let gateway = try await Self.startGateway(directory: gatewayDir, devicePort: RestartPorts.take(), clock: clock, storage: .sqlite, teamKey: teamKey)
         let devicePort = gateway.addresses.device.port!
         let certificate = gateway.addresses.certificatePath!
         try await system.install(Self.bundle)
@@ -140,7 +140,7 @@ struct DeliveryEventTests {
         let store = GatedGatewayStore()
         store.release()  // token writes are not held here
         store.failEvents.store(true, ordering: .relaxed)
-        let gateway = try await Self.startGateway(directory: gatewayDir, devicePort: 0, clock: clock, storage: .custom(store), teamKey: teamKey)
+        let gateway = try await Self.startGateway(directory: gatewayDir, devicePort: RestartPorts.take(), clock: clock, storage: .custom(store), teamKey: teamKey)
         let devicePort = gateway.addresses.device.port!
         try await system.install(Self.bundle)
         _ = try await system.center(for: Self.bundle).requestAuthorization(options: [.alert])

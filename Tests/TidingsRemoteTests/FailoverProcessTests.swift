@@ -56,7 +56,7 @@ final class FailoverRun: Sendable {
             directory = root.appendingPathComponent(name)
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
             self.databaseURL = databaseURL
-            let (child, provider, device) = try await Self.launch(name: name, directory: directory, databaseURL: databaseURL, devicePort: 0)
+            let (child, provider, device) = try await Self.launch(name: name, directory: directory, databaseURL: databaseURL, devicePort: RestartPorts.take())
             running.withLock { $0 = Running(child: child, providerPort: provider) }
             devicePort = device
             certificatePath = directory.appendingPathComponent("tls/gateway-cert.pem").path

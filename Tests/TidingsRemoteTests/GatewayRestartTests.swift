@@ -8,6 +8,7 @@ import TidingsDaemon
 import TidingsEngine
 import TidingsGateway
 import TidingsStorage
+import TidingsTestSupport
 import TidingsTesting
 
 /// The daemon's link survives its gateway going away: it reconnects (with backoff) when the
@@ -52,7 +53,7 @@ struct GatewayRestartTests {
         defer { Task { await system.shutdown() } }
         let gatewayDir = system.directory.appendingPathComponent("gateway")
         let teamKey = P256.Signing.PrivateKey()
-        var gateway = try await RunningGateway.start(directory: gatewayDir, devicePort: 0, clock: clock)
+        var gateway = try await RunningGateway.start(directory: gatewayDir, devicePort: RestartPorts.take(), clock: clock)
         let devicePort = gateway.addresses.device.port!
         let now = EpochMilliseconds(clock.now.timeIntervalSince1970 * 1000)
         try gateway.gateway.store.addKey(ProviderKeyRecord(keyID: "KEY1234567", teamID: "TEAM123456", publicKey: teamKey.publicKey.x963Representation,

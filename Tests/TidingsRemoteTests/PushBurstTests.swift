@@ -160,6 +160,37 @@ struct PushBurstTests {
         withExtendedLifetime(app) {}
     }
 
+    /// A hand-off's pushes stay in the delivered list through the next hand-offs' trims until
+    /// their processed mark is written (`holdListed`): a `kill -9` before the mark finds them
+    /// there and does not show them again. A limit of 3 and hand-offs of 5, every mark held:
+    /// the second hand-off's trim leaves the first's pushes listed.
+    @Test @MainActor func aHandOffsPushesStayListedUntilTheyAreMarked() async throws {
+        let counting = StoreHolder()
+        let h = try await RemoteHarness.start(deliveredLimit: 3, wrapStore: { base in
+            let gated = GatedDeliverStore(base, open: true)
+            counting.store.withLock { $0 = gated }
+            return gated
+        })
+        defer { Task { await h.stop() } }
+        let trims: @Sendable () -> Int = { counting.store.withLock { $0?.trims ?? 0 } }
+        let (app, token) = try await h.offlineApp()
+        let ids = RemoteHarness.apnsIDs(0xd400, 15)
+        for id in ids { #expect(try await h.push(token: token, body: #"{"aps":{"alert":"hi"}}"#, apnsID: id).status == 200) }
+        let turnstile = MarkTurnstile()
+        let inbox = CountingInbox(InMemoryRemoteInbox(), beforeMark: turnstile.wait)
+        try await h.startLink(inbox: inbox, maximumHandOff: 5)
+        #expect(await eventually { inbox.counts.markSizesAsked.count == 1 })
+        let first = inbox.counts.markSizesAsked[0]
+        // Both hand-offs trimmed the list (each hand-off's growth reaches a tenth of the limit).
+        #expect(await eventually { h.system.presenter.presentedIdentifiers.count > first && trims() >= 2 }, "a second hand-off shown and trimmed")
+        let listed = Set(try await h.system.engine.deliveredNotifications(RemoteHarness.bundleID).map(\.request.identifier))
+        #expect(ids.prefix(first).allSatisfy { listed.contains($0) }, "the first hand-off's pushes still listed: \(listed.count) listed")
+        turnstile.open()
+        #expect(await eventually { inbox.counts.processedPushes == ids.count })
+        #expect(h.system.presenter.presentedIdentifiers == ids)
+        withExtendedLifetime(app) {}
+    }
+
     /// `maximumHandOff` bounds what one hand-off to the engine takes: a backlog of 7 with a
     /// limit of 3 goes in hand-offs of at most 3, in order.
     @Test @MainActor func aHandOffTakesAtMostTheConfiguredNumberOfPushes() async throws {
@@ -205,6 +236,47 @@ struct PushBurstTests {
         #expect(await outcomes.value == Array(repeating: .delivered(presented: true, wake: nil), count: 5))
         #expect(presenter.presentedIdentifiers == pushes.map(\.apnsID))
         #expect(try await engine.deliveredNotifications(bundle).count == 5)
+    }
+
+    /// Hand-offs overlap in the engine and still show in order: the second is handed over
+    /// once the first's writes are queued and its turn taken (`whenRecorded`), and records its
+    /// writes while the first waits for them; nothing shows before it is durable; with the
+    /// first held in the middle of showing (a presenter that waits at p3), the second does not
+    /// show until the first is done.
+    @Test func overlappingHandOffsAreRecordedBehindAndShownAfter() async throws {
+        let gated = GatedDeliverStore(InMemoryDeviceStore())
+        let clock = TestWallClock(now: Date())
+        let presenter = HoldingPresenter(holding: "p3")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-overlap-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let engine = NotificationEngine(configuration: EngineConfiguration(
+            clock: clock, store: gated, attachments: AttachmentStore(root: directory.appendingPathComponent("attachments")),
+            presenters: [presenter]))
+        let bundle = "com.example.overlap"
+        try await engine.install(AppRecord(bundleIdentifier: bundle, displayName: "Overlap", executable: "/bin/true",
+                                           directory: directory.path, installedAt: clock.now))
+        _ = try await engine.updateSettings(bundle) { $0 = .granted([.alert, .sound, .badge], provisional: false) }
+        let now = Int64(clock.now.timeIntervalSince1970 * 1000)
+        let pushes = (1...10).map { n in
+            RemotePush(apnsID: "p\(n)", sequence: Int64(n), bundleIdentifier: bundle, expiresAt: now + 60_000, acceptedAt: now,
+                       payload: Array(#"{"aps":{"alert":"n\#(n)"}}"#.utf8))!
+        }
+        let recorded = HandOffProgress(), secondRecorded = HandOffProgress()
+        let first = Task { await engine.receiveRemote(Array(pushes[0..<5]), whenRecorded: { recorded.reached(.recorded) }) }
+        await recorded.wait(for: .recorded)
+        #expect(gated.submitted == 5, "the first hand-off's writes queued before its turn is taken")
+        let second = Task { await engine.receiveRemote(Array(pushes[5..<10]), whenRecorded: { secondRecorded.reached(.recorded) }) }
+        await secondRecorded.wait(for: .recorded)
+        #expect(gated.submitted == 10, "the second hand-off recorded while the first waits for its writes")
+        #expect(presenter.shown.isEmpty, "nothing shown before it is durable")
+        gated.open()
+        #expect(await eventually { presenter.shown == ["p1", "p2"] && presenter.holdingNow }, "the first hand-off held at p3")
+        #expect(presenter.shown == ["p1", "p2"], "the second does not show while the first is held (\(presenter.shown))")
+        presenter.release()
+        #expect(await first.value == Array(repeating: .delivered(presented: true, wake: nil), count: 5))
+        #expect(await second.value == Array(repeating: .delivered(presented: true, wake: nil), count: 5))
+        #expect(presenter.shown == pushes.map(\.apnsID))
+        #expect(try await engine.deliveredNotifications(bundle).map(\.request.identifier) == pushes.map(\.apnsID))
     }
 
     /// The delivered list keeps the newest `deliveredLimit` per app: a burst past it drops the
@@ -346,14 +418,19 @@ final class CountingInbox: RemoteInboxStore {
     func clearRemoval(_ bundle: String) async throws { try await base.clearRemoval(bundle) }
 }
 
-/// A device store whose delivered-list writes become durable only when the test says so:
-/// it sees how many were queued before the first was durable.
+/// A device store whose delivered-list writes become durable only when the test says so
+/// (or at once when made `open`): it sees how many were queued before the first was
+/// durable, and counts the trims done.
 final class GatedDeliverStore: DeviceStore {
     private let base: any DeviceStore
-    private let state = Mutex<(submitted: Int, open: Bool, waiting: [@Sendable () -> Void])>((0, false, []))
-    init(_ base: any DeviceStore) { self.base = base }
+    private let state = Mutex<(submitted: Int, open: Bool, waiting: [@Sendable () -> Void], trims: Int)>((0, false, [], 0))
+    init(_ base: any DeviceStore, open: Bool = false) {
+        self.base = base
+        state.withLock { $0.open = open }
+    }
 
     var submitted: Int { state.withLock { $0.submitted } }
+    var trims: Int { state.withLock { $0.trims } }
 
     func open() {
         let waiting = state.withLock { s in
@@ -410,12 +487,57 @@ final class GatedDeliverStore: DeviceStore {
     func deliveredNotification(_ identifier: String, for bundleIdentifier: String) -> StoreTicket<DeliveredNotificationValue?> { base.deliveredNotification(identifier, for: bundleIdentifier) }
     func removeDelivered(_ identifiers: [String], for bundleIdentifier: String) -> StoreTicket<[DeliveredNotificationValue]> { base.removeDelivered(identifiers, for: bundleIdentifier) }
     func removeAllDelivered(_ bundleIdentifier: String) -> StoreTicket<[DeliveredNotificationValue]> { base.removeAllDelivered(bundleIdentifier) }
-    func trimDelivered(_ bundleIdentifier: String, keeping: Int) -> StoreTicket<DeliveredTrim> { base.trimDelivered(bundleIdentifier, keeping: keeping) }
+    func trimDelivered(_ bundleIdentifier: String, keeping: Int) -> StoreTicket<DeliveredTrim> {
+        let ticket = base.trimDelivered(bundleIdentifier, keeping: keeping)
+        ticket.whenComplete { _ in self.state.withLock { $0.trims += 1 } }
+        return ticket
+    }
     func badge(_ bundleIdentifier: String) -> StoreTicket<Int> { base.badge(bundleIdentifier) }
     func setBadge(_ count: Int, for bundleIdentifier: String) -> StoreTicket<Void> { base.setBadge(count, for: bundleIdentifier) }
     func holdResponse(_ response: ResponseValue, for bundleIdentifier: String) -> StoreTicket<Int64> { base.holdResponse(response, for: bundleIdentifier) }
     func heldResponses(_ bundleIdentifier: String) -> StoreTicket<[HeldResponse]> { base.heldResponses(bundleIdentifier) }
     func releaseResponse(id: Int64) -> StoreTicket<Void> { base.releaseResponse(id: id) }
+}
+
+/// The store a test system was made with, for the test to look at.
+final class StoreHolder: Sendable {
+    let store = Mutex<GatedDeliverStore?>(nil)
+}
+
+/// A presenter that records what it shows and holds the one named `holding` until `release()`.
+final class HoldingPresenter: Presenter {
+    private let state = Mutex<(shown: [String], holdingNow: Bool, released: Bool, waiter: CheckedContinuation<Void, Never>?)>(([], false, false, nil))
+    private let holding: String
+    init(holding: String) { self.holding = holding }
+
+    var shown: [String] { state.withLock { $0.shown } }
+    var holdingNow: Bool { state.withLock { $0.holdingNow } }
+
+    func present(_ notification: PresentedNotification) async {
+        let identifier = notification.notification.request.identifier
+        if identifier == holding {
+            await withCheckedContinuation { c in
+                let go = state.withLock { s -> Bool in
+                    if s.released { return true }
+                    s.holdingNow = true
+                    s.waiter = c
+                    return false
+                }
+                if go { c.resume() }
+            }
+        }
+        state.withLock { $0.shown.append(identifier) }
+    }
+
+    func release() {
+        let waiter = state.withLock { s -> CheckedContinuation<Void, Never>? in
+            s.released = true
+            s.holdingNow = false
+            defer { s.waiter = nil }
+            return s.waiter
+        }
+        waiter?.resume()
+    }
 }
 
 /// The device key is made once, mode 0600 from the moment it exists, and read back after.

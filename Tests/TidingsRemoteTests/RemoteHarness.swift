@@ -45,9 +45,12 @@ final class RemoteHarness: Sendable {
 
     static func start(storagePolicy: StoragePolicy = .all, backgroundBudget: Int = 3, connect: Bool = true,
                       serviceExtensions: (any ServiceExtensionRunning)? = nil,
-                      gateway configureGateway: @Sendable (inout GatewayConfiguration) -> Void = { _ in }) async throws -> RemoteHarness {
+                      deliveredLimit: Int? = EngineConfiguration.defaultDeliveredLimit,
+                      gateway configureGateway: @Sendable (inout GatewayConfiguration) -> Void = { _ in },
+                      wrapStore: @Sendable (any DeviceStore) -> any DeviceStore = { $0 }) async throws -> RemoteHarness {
         let clock = TestWallClock(now: Date())
-        let system = try await NotificationTestSystem.start(storage: .sqlite, clock: clock, serviceExtensions: serviceExtensions)
+        let system = try await NotificationTestSystem.start(storage: .sqlite, deliveredLimit: deliveredLimit, clock: clock,
+                                                            serviceExtensions: serviceExtensions, wrapStore: wrapStore)
         var configuration = GatewayConfiguration.forTests(dataDirectory: system.directory.appendingPathComponent("gateway"), clock: clock)
         configuration.storage = .custom(InMemoryGatewayStore())
         configureGateway(&configuration)

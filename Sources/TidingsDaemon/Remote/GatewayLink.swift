@@ -2,6 +2,7 @@ import Crypto
 import DequeModule
 import Foundation
 import Logging
+import Synchronization
 import TidingsCore
 import TidingsDevice
 import TidingsEngine
@@ -406,57 +407,88 @@ public actor GatewayLink: RemoteNotificationLink {
     /// events reported meanwhile, in one inbox write — both or neither: a push left unmarked
     /// by a crash is recovered, found in the delivered list and reported then.
     ///
-    /// The mark is written while the next hand-off is with the engine (a two-step pipeline:
-    /// the inbox's write and the delivered list's commit each have a database of their own).
-    /// One mark at a time, in order: the previous one is done before the next starts, so the
-    /// events are kept and sent in the order the pushes were shown. A push counts against the
-    /// queue's bounds until its mark is done, as before.
+    /// Hand-offs overlap (at most `handOffsUnderWay`): the next goes to the engine once this
+    /// one's writes are queued and its turn to be shown is taken (`receiveRemote`'s
+    /// `whenRecorded`), so it is recorded while this one waits for its commit, and shown after
+    /// it; a hand-off's mark is written while the next is with the engine. Marks go one at a
+    /// time, in order (each waits for the one before), so events are kept and sent in the
+    /// order the pushes were shown. A push counts against the queue's bounds, and stays in the
+    /// delivered list through trims (`holdListed`), until its mark is done. Recovered pushes
+    /// (received before a crash, checked against the delivered list) go one hand-off at a time.
     private func processApp(_ bundle: String) async {
-        await withTaskGroup(of: Void.self) { marks in
-            var marking = false
+        handOffEvents[bundle] = []
+        await withTaskGroup(of: Void.self) { handOffs in
+            var underWay = 0
+            var last: HandOffProgress?
             while true {
                 guard let first = appQueues[bundle]?.first else {
-                    // The mark under way frees room, and receipt may queue more meanwhile: look again after it.
-                    if marking {
-                        await marks.next()
-                        marking = false
+                    // One under way frees room, and receipt may queue more meanwhile: look again after it.
+                    if underWay > 0 {
+                        await handOffs.next()
+                        underWay -= 1
                         continue
                     }
                     appQueues[bundle] = nil
+                    let left = handOffEvents.removeValue(forKey: bundle) ?? []
+                    if !left.isEmpty { Task { await self.report(left) } }
                     return
                 }
-                handOffEvents[bundle] = []
+                if underWay >= Self.handOffsUnderWay || (first.recovering && underWay > 0) {
+                    await handOffs.next()
+                    underWay -= 1
+                    continue
+                }
                 var batch: [RemotePush] = []
                 // Taken from the queue in place (a copy of it would be copied again on the first removal).
                 while let next = appQueues[bundle]?.first, next.recovering == first.recovering, batch.count < configuration.maximumHandOff {
                     batch.append(appQueues[bundle]!.removeFirst().push)
                 }
-                var fresh = batch
-                if first.recovering {
-                    // Received before a crash: one already in the delivered list was shown; report it, do not show it again.
-                    fresh = []
-                    var shown: [RemotePush] = []
-                    for push in batch {
-                        if await engine.hasDeliveredRemote(push) { shown.append(push) } else { fresh.append(push) }
-                    }
-                    await presented(shown)
-                }
-                if !fresh.isEmpty {
-                    let outcomes = await engine.receiveRemote(fresh)
-                    if logger.logLevel <= .debug {
-                        for (push, outcome) in zip(fresh, outcomes) {
-                            logger.debug("remote notification", metadata: ["apns-id": "\(push.apnsID)", "outcome": "\(outcome)"])
-                        }
-                    }
-                }
-                let events = handOffEvents.removeValue(forKey: bundle) ?? []
-                if marking { await marks.next() }
-                let confirmed = confirmedEvents
-                confirmedEvents = []
-                marks.addTask { await self.mark(batch, keeping: events, clearing: confirmed) }
-                marking = true
+                let progress = HandOffProgress(), previous = last
+                last = progress
+                handOffs.addTask { await self.handOff(batch, of: bundle, recovering: first.recovering, progress: progress, after: previous) }
+                underWay += 1
+                // The next may go to the engine once this one is recorded (a recovered one: once it is done).
+                if first.recovering { await progress.wait(for: .marked) } else { await progress.wait(for: .recorded) }
             }
         }
+    }
+
+    /// Hand-offs of one app under way at once: one waiting for its commit or being marked,
+    /// one being recorded.
+    static let handOffsUnderWay = 2
+
+    /// One hand-off: to the engine, then its mark after the previous hand-off's.
+    private func handOff(_ batch: [RemotePush], of bundle: String, recovering: Bool, progress: HandOffProgress, after previous: HandOffProgress?) async {
+        await engine.holdListed(bundle, count: batch.count)
+        var fresh = batch
+        if recovering {
+            // Received before a crash: one already in the delivered list was shown; report it, do not show it again.
+            fresh = []
+            var shown: [RemotePush] = []
+            for push in batch {
+                if await engine.hasDeliveredRemote(push) { shown.append(push) } else { fresh.append(push) }
+            }
+            await presented(shown)
+        }
+        if !fresh.isEmpty {
+            let outcomes = await engine.receiveRemote(fresh, whenRecorded: { progress.reached(.recorded) })
+            if logger.logLevel <= .debug {
+                for (push, outcome) in zip(fresh, outcomes) {
+                    logger.debug("remote notification", metadata: ["apns-id": "\(push.apnsID)", "outcome": "\(outcome)"])
+                }
+            }
+        }
+        progress.reached(.recorded)
+        await previous?.wait(for: .marked)
+        // This hand-off's events, and any of the next one's shown meanwhile (kept early: still
+        // reported again if a crash leaves the next one unmarked).
+        let events = handOffEvents[bundle] ?? []
+        handOffEvents[bundle] = []
+        let confirmed = confirmedEvents
+        confirmedEvents = []
+        await mark(batch, keeping: events, clearing: confirmed)
+        await engine.releaseListed(bundle, count: batch.count)
+        progress.reached(.marked)
     }
 
     /// A hand-off's processed mark: its pushes, the `presented` events reported during it (kept,
@@ -531,8 +563,8 @@ public actor GatewayLink: RemoteNotificationLink {
         await presented([push])
     }
 
-    /// During their app's hand-off the events wait for its processed mark (one inbox write);
-    /// others are kept at once.
+    /// While their app's hand-offs are under way the events wait for the next processed mark
+    /// (one inbox write); others are kept at once.
     public func presented(_ pushes: [RemotePush]) async {
         var now: [PendingDeliveryEvent] = []
         for push in pushes {
@@ -729,5 +761,35 @@ enum DeviceKeyFile {
         }
         guard rename(temporary, path) == 0 else { throw NotificationError(.daemonUnavailable, "cannot create the device key \(path)") }
         return key
+    }
+}
+
+/// How far a hand-off has come, for the one after it and for `processApp`: its pushes are
+/// recorded (their writes queued and their turn to be shown taken, or it is past the engine),
+/// then marked processed. Each stage is reached once; a wait for a stage reached returns at once.
+final class HandOffProgress: Sendable {
+    enum Stage: Int { case recorded = 1, marked = 2 }
+    private let state = Mutex<(reached: Int, waiters: [(stage: Int, waiter: CheckedContinuation<Void, Never>)])>((0, []))
+
+    func reached(_ stage: Stage) {
+        let ready = state.withLock { s -> [CheckedContinuation<Void, Never>] in
+            guard stage.rawValue > s.reached else { return [] }
+            s.reached = stage.rawValue
+            let ready = s.waiters.filter { $0.stage <= stage.rawValue }.map(\.waiter)
+            s.waiters.removeAll { $0.stage <= stage.rawValue }
+            return ready
+        }
+        for waiter in ready { waiter.resume() }
+    }
+
+    func wait(for stage: Stage) async {
+        await withCheckedContinuation { waiter in
+            let now = state.withLock { s -> Bool in
+                if s.reached >= stage.rawValue { return true }
+                s.waiters.append((stage.rawValue, waiter))
+                return false
+            }
+            if now { waiter.resume() }
+        }
     }
 }

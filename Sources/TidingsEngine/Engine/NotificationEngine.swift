@@ -69,6 +69,10 @@ public actor NotificationEngine {
     /// at least that many, so it never takes a push whose processed mark is not yet written —
     /// after a `kill -9` there, the restart finds it in the delivered list and does not show it again.
     var remoteInProgress: [String: Int] = [:]
+    /// Remote lots show one at a time, in the order they asked (`showRecorded`): whether one
+    /// is showing, and the ones waiting for their turn.
+    var remoteShowTurnTaken = false
+    var remoteShowWaiters: Deque<CheckedContinuation<Void, Never>> = []
     /// Adds accepted whose commit has not yet reached the heap: `settled` waits for them.
     var addsInFlight = 0
     var processedThrough = Date.distantPast

@@ -1,3 +1,4 @@
+import DequeModule
 import Foundation
 import TidingsCore
 import TidingsStorage
@@ -109,7 +110,12 @@ extension NotificationEngine {
     /// Before anything that may take long — a service extension, a foreground app's delegate,
     /// a background wake — what is already recorded is shown first, so a slow step holds up
     /// only the pushes behind it. Returns when every push has been shown (or left out).
-    public func receiveRemote(_ pushes: [RemotePush]) async -> [RemoteOutcome] {
+    ///
+    /// `whenRecorded` is called once every push's write is queued and the lot has its turn
+    /// to be shown (remote lots show one at a time, in the order they took their turns):
+    /// from then on a lot handed over later is recorded behind this one and shown after it,
+    /// so the caller may hand over the next lot while this one waits for its writes.
+    public func receiveRemote(_ pushes: [RemotePush], whenRecorded: (@Sendable () -> Void)? = nil) async -> [RemoteOutcome] {
         inFlight += 1
         var perApp: [String: Int] = [:]
         for push in pushes { perApp[push.bundleIdentifier, default: 0] += 1 }
@@ -163,8 +169,22 @@ extension NotificationEngine {
                 if case .delivered(let presented, _) = outcomes[index] { outcomes[index] = .delivered(presented: presented, wake: wake) }
             }
         }
-        await showRecorded(&recorded, outcomes: &outcomes)
+        await showRecorded(&recorded, outcomes: &outcomes, turnTaken: whenRecorded)
         return outcomes
+    }
+
+    /// Keeps `count` more of the app's newest notifications in its delivered list through
+    /// trims until `releaseListed`: the gateway link holds a hand-off's pushes there until
+    /// their processed mark is written (after `receiveRemote` returns), so a `kill -9` before
+    /// the mark finds them in the list and does not show them again.
+    public func holdListed(_ bundle: String, count: Int) {
+        remoteInProgress[bundle, default: 0] += count
+    }
+
+    /// Ends a `holdListed`.
+    public func releaseListed(_ bundle: String, count: Int) {
+        let left = (remoteInProgress[bundle] ?? 0) - count
+        remoteInProgress[bundle] = left > 0 ? left : nil
     }
 
     /// A remote notification whose delivery is decided and queued in the store, waiting to be shown.
@@ -198,10 +218,19 @@ extension NotificationEngine {
     /// durable (a crash before leaves the push unprocessed in the daemon's inbox and not in the
     /// list: it is shown after the restart; after, it is in the list and not shown twice),
     /// applies their badges, reports them presented together, and empties `recorded`.
-    private func showRecorded(_ recorded: inout [RecordedRemote], outcomes: inout [RemoteOutcome]) async {
-        guard !recorded.isEmpty else { return }
+    ///
+    /// One lot at a time, in the order the lots took their turns (`turnTaken` is called once
+    /// this one has its place, before it waits for anything).
+    private func showRecorded(_ recorded: inout [RecordedRemote], outcomes: inout [RemoteOutcome],
+                              turnTaken: (@Sendable () -> Void)? = nil) async {
+        guard !recorded.isEmpty else {
+            turnTaken?()
+            return
+        }
         let entries = recorded
         recorded.removeAll()
+        await takeRemoteShowTurn(then: turnTaken)
+        defer { passRemoteShowTurn() }
         var shown: [RemotePush] = []
         var finished: [(RecordedRemote, replaced: DeliveredNotificationValue?, badge: StoreTicket<Void>?)] = []
         shown.reserveCapacity(entries.count)
@@ -236,6 +265,24 @@ extension NotificationEngine {
         }
         // After the whole lot is shown: an identifier trimmed here and sent again is withdrawn before it shows again.
         for (bundle, count) in listed { await listGrew(bundle, by: count) }
+    }
+
+    /// Takes the turn to show remote notifications, or a place in line for it (FIFO).
+    private func takeRemoteShowTurn(then taken: (@Sendable () -> Void)?) async {
+        guard remoteShowTurnTaken else {
+            remoteShowTurnTaken = true
+            taken?()
+            return
+        }
+        await withCheckedContinuation { waiter in
+            remoteShowWaiters.append(waiter)
+            taken?()
+        }
+    }
+
+    /// Hands the turn to the next in line, or frees it.
+    private func passRemoteShowTurn() {
+        if let next = remoteShowWaiters.popFirst() { next.resume() } else { remoteShowTurnTaken = false }
     }
 
     /// Whether this push's notification is already in the app's delivered list: how the
