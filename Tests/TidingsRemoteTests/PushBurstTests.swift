@@ -208,27 +208,35 @@ struct PushBurstTests {
         withExtendedLifetime(app) {}
     }
 
-    /// The engine queues every delivered-list write of a hand-off before the first is durable
-    /// (one group commit, not one commit awaited per push), shows none before its write is
-    /// durable, then shows them in order.
-    @Test func aHandOffIsRecordedInOneGroupCommitAndShownWhenDurable() async throws {
-        let gated = GatedDeliverStore(InMemoryDeviceStore())
+    /// An engine on `store` showing through `presenter`, one app installed and authorized, and
+    /// `count` alert pushes for it, p1 … pN (the directory is the caller's to remove).
+    static func engineWithPushes(_ count: Int, store: any DeviceStore, presenter: any Presenter) async throws
+        -> (NotificationEngine, [RemotePush], String, URL) {
         let clock = TestWallClock(now: Date())
-        let presenter = RecordingPresenter()
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-burst-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: directory) }
         let engine = NotificationEngine(configuration: EngineConfiguration(
-            clock: clock, store: gated, attachments: AttachmentStore(root: directory.appendingPathComponent("attachments")),
+            clock: clock, store: store, attachments: AttachmentStore(root: directory.appendingPathComponent("attachments")),
             presenters: [presenter]))
         let bundle = "com.example.burst"
         try await engine.install(AppRecord(bundleIdentifier: bundle, displayName: "Burst", executable: "/bin/true",
                                            directory: directory.path, installedAt: clock.now))
         _ = try await engine.updateSettings(bundle) { $0 = .granted([.alert, .sound, .badge], provisional: false) }
         let now = Int64(clock.now.timeIntervalSince1970 * 1000)
-        let pushes = (1...5).map { n in
+        let pushes = (1...count).map { n in
             RemotePush(apnsID: "p\(n)", sequence: Int64(n), bundleIdentifier: bundle, expiresAt: now + 60_000, acceptedAt: now,
                        payload: Array(#"{"aps":{"alert":"n\#(n)"}}"#.utf8))!
         }
+        return (engine, pushes, bundle, directory)
+    }
+
+    /// The engine queues every delivered-list write of a hand-off before the first is durable
+    /// (one group commit, not one commit awaited per push), shows none before its write is
+    /// durable, then shows them in order.
+    @Test func aHandOffIsRecordedInOneGroupCommitAndShownWhenDurable() async throws {
+        let gated = GatedDeliverStore(InMemoryDeviceStore())
+        let presenter = RecordingPresenter()
+        let (engine, pushes, bundle, directory) = try await Self.engineWithPushes(5, store: gated, presenter: presenter)
+        defer { try? FileManager.default.removeItem(at: directory) }
         let outcomes = Task { await engine.receiveRemote(pushes) }
         #expect(await eventually { gated.submitted == 5 }, "all five writes queued before any is durable (\(gated.submitted) were)")
         #expect(presenter.presentedIdentifiers.isEmpty, "nothing shown before it is durable")
@@ -245,22 +253,9 @@ struct PushBurstTests {
     /// show until the first is done.
     @Test func overlappingHandOffsAreRecordedBehindAndShownAfter() async throws {
         let gated = GatedDeliverStore(InMemoryDeviceStore())
-        let clock = TestWallClock(now: Date())
         let presenter = HoldingPresenter(holding: "p3")
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-overlap-\(UUID().uuidString)")
+        let (engine, pushes, bundle, directory) = try await Self.engineWithPushes(10, store: gated, presenter: presenter)
         defer { try? FileManager.default.removeItem(at: directory) }
-        let engine = NotificationEngine(configuration: EngineConfiguration(
-            clock: clock, store: gated, attachments: AttachmentStore(root: directory.appendingPathComponent("attachments")),
-            presenters: [presenter]))
-        let bundle = "com.example.overlap"
-        try await engine.install(AppRecord(bundleIdentifier: bundle, displayName: "Overlap", executable: "/bin/true",
-                                           directory: directory.path, installedAt: clock.now))
-        _ = try await engine.updateSettings(bundle) { $0 = .granted([.alert, .sound, .badge], provisional: false) }
-        let now = Int64(clock.now.timeIntervalSince1970 * 1000)
-        let pushes = (1...10).map { n in
-            RemotePush(apnsID: "p\(n)", sequence: Int64(n), bundleIdentifier: bundle, expiresAt: now + 60_000, acceptedAt: now,
-                       payload: Array(#"{"aps":{"alert":"n\#(n)"}}"#.utf8))!
-        }
         let recorded = HandOffProgress(), secondRecorded = HandOffProgress()
         let first = Task { await engine.receiveRemote(Array(pushes[0..<5]), whenRecorded: { recorded.reached(.recorded) }) }
         await recorded.wait(for: .recorded)
