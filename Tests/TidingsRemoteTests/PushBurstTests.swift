@@ -7,6 +7,7 @@ import TidingsCore
 import TidingsEngine
 import TidingsSQLite
 import TidingsStorage
+import TidingsTestSupport
 import TidingsTesting
 @_spi(Tidings) import UserNotifications
 
@@ -188,6 +189,34 @@ struct PushBurstTests {
         turnstile.open()
         #expect(await eventually { inbox.counts.processedPushes == ids.count })
         #expect(h.system.presenter.presentedIdentifiers == ids)
+        withExtendedLifetime(app) {}
+    }
+
+    /// While an `events` message waits for its answer, the next events go in a second one
+    /// (at most two part-full messages in flight) instead of waiting for the answer; a third
+    /// waits. The gateway holds every event write: the first push's message waits there, the
+    /// second push's goes, the third's waits in the link; released, all three are recorded.
+    @Test @MainActor func eventsGoInASecondMessageWhileTheFirstWaits() async throws {
+        let store = GatedGatewayStore()
+        store.release()  // token writes are not held here
+        let h = try await RemoteHarness.start(gateway: { $0.storage = .custom(store) })
+        defer { Task { store.releaseEvents(); await h.stop() } }
+        let (app, token) = try await h.offlineApp()
+        let link = try await h.startLink()
+        store.holdEvents()
+        let ids = RemoteHarness.apnsIDs(0xd500, 3)
+        #expect(try await h.push(token: token, body: #"{"aps":{"alert":"hi"}}"#, apnsID: ids[0]).status == 200)
+        #expect(await eventually { store.eventWrites.load(ordering: .relaxed) >= 1 }, "the first message's write held at the gateway")
+        #expect(try await h.push(token: token, body: #"{"aps":{"alert":"hi"}}"#, apnsID: ids[1]).status == 200)
+        #expect(await eventually { await link.messagesInFlight == 2 }, "the second push's event sent while the first waits")
+        #expect(try await h.push(token: token, body: #"{"aps":{"alert":"hi"}}"#, apnsID: ids[2]).status == 200)
+        #expect(await eventually { h.system.presenter.presentedIdentifiers == ids })
+        #expect(await link.messagesInFlight == 2, "a third part-full message waits for an answer")
+        store.releaseEvents()
+        for id in ids {
+            #expect(await eventually { (try? await h.status(id).first?.presentedAt) != nil }, "\(id) recorded presented")
+        }
+        #expect(await eventually { await link.messagesInFlight == 0 })
         withExtendedLifetime(app) {}
     }
 

@@ -14,6 +14,17 @@ public final class GatedGatewayStore: GatewayStore {
     public let failEvents = Atomic<Bool>(false)
     /// Event writes attempted (failed ones included).
     public let eventWrites = Atomic<Int>(0)
+    private let eventGate = DispatchSemaphore(value: 0)
+    private let holdingEvents = Atomic<Bool>(false)
+
+    /// Holds every event write from now on (its thread waits) until `releaseEvents()`.
+    public func holdEvents() { holdingEvents.store(true, ordering: .releasing) }
+
+    /// Lets held event writes (and every later one) through.
+    public func releaseEvents() {
+        holdingEvents.store(false, ordering: .releasing)
+        for _ in 0..<1000 { eventGate.signal() }
+    }
 
     /// Lets held token writes (and every later one) through.
     public func release() {
@@ -63,6 +74,7 @@ public final class GatedGatewayStore: GatewayStore {
     public func status(apnsID: String) throws(GatewayStoreError) -> [PushStatus] { inner.status(apnsID: apnsID) }
     public func recordEvent(_ event: DeliveryEvent, apnsID: String, deviceID: String, at: EpochMilliseconds) throws(GatewayStoreError) -> Bool {
         eventWrites.add(1, ordering: .relaxed)
+        if holdingEvents.load(ordering: .acquiring) { eventGate.wait() }
         if failEvents.load(ordering: .relaxed) { throw .backend("events fail") }
         return inner.recordEvent(event, apnsID: apnsID, deviceID: deviceID, at: at)
     }
