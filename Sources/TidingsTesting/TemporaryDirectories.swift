@@ -17,6 +17,14 @@ public enum TemporaryDirectories {
         return directory
     }
 
+    /// A database file's path in a new directory of its own, made now: removed at exit with
+    /// the `-wal` and `-shm` files SQLite keeps beside it.
+    public static func databasePath(prefix: String, name: String = "store.sqlite") -> String {
+        let directory = make(prefix: prefix)
+        try? FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        return directory.appendingPathComponent(name).path
+    }
+
     private static func removeAll() {
         for directory in made.withLock({ $0 }) { try? FileManager.default.removeItem(at: directory) }
     }

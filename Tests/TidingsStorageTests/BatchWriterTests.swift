@@ -3,11 +3,12 @@ import GRDB
 import Synchronization
 import Testing
 import TidingsSQLite
+import TidingsTesting
 
 @Suite("SQLite batch writer")
 struct BatchWriterTests {
     private func writer() throws -> BatchWriter {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("batch-\(UUID().uuidString).sqlite").path
+        let path = TemporaryDirectories.databasePath(prefix: "batch-")
         let writer = BatchWriter(database: try BatchWriter.open(path: path))
         try writer.database.write { db in try db.execute(sql: "CREATE TABLE t (v INTEGER PRIMARY KEY)") }
         return writer

@@ -5,6 +5,7 @@ import GRDB
 import TidingsCore
 @testable import TidingsSQLite
 import TidingsStorage
+import TidingsTesting
 
 /// One suite for every `DeviceStore` backend.
 enum DeviceBackend: String, CaseIterable, Sendable, CustomTestStringConvertible {
@@ -16,7 +17,7 @@ enum DeviceBackend: String, CaseIterable, Sendable, CustomTestStringConvertible 
         switch self {
         case .memory: InMemoryDeviceStore()
         case .sqlite:
-            try SQLiteDeviceStore(path: FileManager.default.temporaryDirectory.appendingPathComponent("device-\(UUID().uuidString).sqlite").path)
+            try SQLiteDeviceStore(path: TemporaryDirectories.databasePath(prefix: "device-"))
         }
     }
 }
@@ -292,7 +293,7 @@ struct SQLiteDeviceStoreTests {
     /// b-trees of `device-v4-delivered-by-seq` (rowid = seq, one unique identity index).
     @Test("a v3 delivered list keeps each app's order through the migration")
     func deliveredMigratesFromV3() async throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("device-\(UUID().uuidString).sqlite").path
+        let path = TemporaryDirectories.databasePath(prefix: "device-")
         let other = "com.example.other"
         do {
             let queue = try DatabaseQueue(path: path)
@@ -331,7 +332,7 @@ struct SQLiteDeviceStoreTests {
 
     @Test("rows written as JSON before the binary form are still read")
     func legacyJSONRows() async throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("device-\(UUID().uuidString).sqlite").path
+        let path = TemporaryDirectories.databasePath(prefix: "device-")
         let store = try SQLiteDeviceStore(path: path)
         let old = request("old", title: "from JSON days")
         let json = try JSONEncoder().encode(old)
@@ -351,7 +352,7 @@ struct SQLiteDeviceStoreTests {
 
     @Test("an operation's applied ticket completes, and later operations see its effect")
     func appliedBeforeDurable() async throws {
-        let store = try SQLiteDeviceStore(path: FileManager.default.temporaryDirectory.appendingPathComponent("device-\(UUID().uuidString).sqlite").path)
+        let store = try SQLiteDeviceStore(path: TemporaryDirectories.databasePath(prefix: "device-"))
         let tickets = store.writer.submitApplied { (db: Database) throws -> Int in
             try db.execute(sql: "INSERT INTO badge (bundle_id, count) VALUES (?, 7)", arguments: [app])
             return 7
@@ -370,7 +371,7 @@ struct SQLiteDeviceStoreTests {
 
     @Test("data survives reopening the file")
     func reopen() async throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("device-\(UUID().uuidString).sqlite").path
+        let path = TemporaryDirectories.databasePath(prefix: "device-")
         do {
             let store = try SQLiteDeviceStore(path: path)
             _ = try await store.addPending(request("keep"), for: app, nextFire: t0, limit: nil).value
@@ -385,7 +386,7 @@ struct SQLiteDeviceStoreTests {
     /// wrote is in the file once its ticket completes: a connection of its own (default VFS)
     /// reads every delivered notification of a commit larger than one buffer (128 KiB).
     @Test func bufferedWALWritesAreInTheFileWhenACommitCompletes() async throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("device-\(UUID().uuidString).sqlite").path
+        let path = TemporaryDirectories.databasePath(prefix: "device-")
         let store = try SQLiteDeviceStore(path: path)
         #expect(store.walWritesBuffered)
         let other = try DatabaseQueue(path: path)
@@ -436,7 +437,7 @@ struct SQLiteDeviceStoreTests {
 
     /// The device store's commits leave WAL checkpoints to the background connection.
     @Test func sqliteCheckpointsInTheBackground() async throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("device-\(UUID().uuidString).sqlite").path
+        let path = TemporaryDirectories.databasePath(prefix: "device-")
         let store = try SQLiteDeviceStore(path: path, checkpointPages: 4, walPageLimit: 1_000_000)
         var added = 0
         // Commits keep waking the checkpointer; stop once it has run (an event, not a duration).

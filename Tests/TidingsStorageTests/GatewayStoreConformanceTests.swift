@@ -5,6 +5,7 @@ import TidingsPostgres
 import TidingsSQLite
 import TidingsStorage
 import TidingsTestSupport
+import TidingsTesting
 
 /// One suite, every gateway store backend.
 @Suite("Gateway store conformance")
@@ -23,7 +24,7 @@ struct GatewayStoreConformanceTests {
             switch self {
             case .memory: return InMemoryGatewayStore()
             case .sqlite:
-                let dir = FileManager.default.temporaryDirectory.appendingPathComponent("gwstore-\(UUID().uuidString)")
+                let dir = TemporaryDirectories.make(prefix: "gwstore-")
                 try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
                 return try SQLiteGatewayStore(path: dir.appendingPathComponent("gateway.sqlite").path)
             case .postgres:
@@ -338,7 +339,7 @@ struct GatewayStoreConformanceTests {
 
     /// A gateway database file in a new temporary directory (its WAL is read by the tests).
     static func freshDatabasePath() throws -> String {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("gwstore-\(UUID().uuidString)")
+        let dir = TemporaryDirectories.make(prefix: "gwstore-")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         return dir.appendingPathComponent("gateway.sqlite").path
     }

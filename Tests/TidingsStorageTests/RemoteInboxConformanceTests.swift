@@ -4,6 +4,7 @@ import Testing
 import TidingsCore
 import TidingsSQLite
 import TidingsStorage
+import TidingsTesting
 
 /// One suite for every `RemoteInboxStore` backend.
 enum RemoteInboxBackend: String, CaseIterable, Sendable, CustomTestStringConvertible {
@@ -15,7 +16,7 @@ enum RemoteInboxBackend: String, CaseIterable, Sendable, CustomTestStringConvert
         switch self {
         case .memory: InMemoryRemoteInbox(maximumPendingEvents: maximumPendingEvents)
         case .sqlite:
-            try SQLiteRemoteInbox(path: FileManager.default.temporaryDirectory.appendingPathComponent("remote-\(UUID().uuidString).sqlite").path,
+            try SQLiteRemoteInbox(path: TemporaryDirectories.databasePath(prefix: "remote-"),
                                   maximumPendingEvents: maximumPendingEvents)
         }
     }
@@ -234,7 +235,7 @@ struct RemoteInboxConformanceTests {
 @Suite("SQLite remote inbox")
 struct SQLiteRemoteInboxTests {
     @Test func aReopenedInboxHasWhatWasReceivedAndMarked() async throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("remote-\(UUID().uuidString).sqlite").path
+        let path = TemporaryDirectories.databasePath(prefix: "remote-")
         let inbox = try SQLiteRemoteInbox(path: path)
         _ = try await inbox.receive([push(1), push(2, pushType: .voip), push(3)], at: t0)
         try await inbox.markProcessed([push(1)])
@@ -252,7 +253,7 @@ struct SQLiteRemoteInboxTests {
     /// WAL index that are not in the file (and a `kill -9` would lose the mark: the push shown
     /// twice).
     @Test func bufferedWALWritesAreInTheFileWhenACommitReturnsWithOrWithoutASync() async throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("remote-\(UUID().uuidString).sqlite").path
+        let path = TemporaryDirectories.databasePath(prefix: "remote-")
         let inbox = try SQLiteRemoteInbox(path: path)
         #expect(inbox.walWritesBuffered)
         let other = try DatabaseQueue(path: path)
@@ -299,7 +300,7 @@ struct SQLiteRemoteInboxTests {
     /// An inbox made before events kept their push's sequence: the column is added, the events
     /// waiting in it are kept (without a sequence), new ones get theirs.
     @Test func pendingEventsOfAnOlderInboxKeepWaiting() async throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("remote-\(UUID().uuidString).sqlite").path
+        let path = TemporaryDirectories.databasePath(prefix: "remote-")
         let queue = try DatabaseQueue(path: path)
         try await queue.write { db in
             try db.execute(sql: """
@@ -321,7 +322,7 @@ struct SQLiteRemoteInboxTests {
     /// processed or not, payloads as TEXT and as BLOB — and every pending event and removal;
     /// redeliveries still known, marks and pruning working on the moved rows.
     @Test func anInboxInTheFirstLayoutIsMigratedWithWhatItHolds() async throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("remote-\(UUID().uuidString).sqlite").path
+        let path = TemporaryDirectories.databasePath(prefix: "remote-")
         let queue = try DatabaseQueue(path: path)
         try await queue.write { db in
             try db.execute(sql: """
@@ -391,7 +392,7 @@ struct SQLiteRemoteInboxTests {
     /// rowid, every event kept — one without a sequence too, read back without one — in the
     /// order of their pushes; the limit counts what was moved over; pushes and removals as they were.
     @Test func anInboxInTheSecondLayoutIsMigratedWithItsEvents() async throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("remote-\(UUID().uuidString).sqlite").path
+        let path = TemporaryDirectories.databasePath(prefix: "remote-")
         let queue = try DatabaseQueue(path: path)
         try await queue.write { db in
             try db.execute(sql: """
@@ -448,7 +449,7 @@ struct SQLiteRemoteInboxTests {
     /// and its index gone, `push_received` made; marks, redeliveries and pruning work on the
     /// rows moved over, and events and removals are as they were.
     @Test func anInboxInTheThirdLayoutListsItsUnprocessedApart() async throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("remote-\(UUID().uuidString).sqlite").path
+        let path = TemporaryDirectories.databasePath(prefix: "remote-")
         let queue = try DatabaseQueue(path: path)
         try await queue.write { db in
             try db.execute(sql: """
@@ -500,7 +501,7 @@ struct SQLiteRemoteInboxTests {
     }
 
     @Test func aPayloadStoredAsTextBeforeIsReadAsItsBytes() async throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("remote-\(UUID().uuidString).sqlite").path
+        let path = TemporaryDirectories.databasePath(prefix: "remote-")
         _ = try SQLiteRemoteInbox(path: path)
         let old = push(7, collapse: "c")
         let queue = try DatabaseQueue(path: path)
