@@ -90,10 +90,11 @@ public final class PostgresCluster: Sendable {
             }
         }
         let data = directory.appendingPathComponent("data").path
-        // A free port: bound and released; retried if another process takes it meanwhile.
+        // A free port below the ephemeral range (`RestartPorts`: tests stop and start the server
+        // on it); retried if another process takes it meanwhile.
         var lastError = ""
         for _ in 0..<5 {
-            let port = try freePort()
+            let port = RestartPorts.take()
             let cluster = PostgresCluster(directory: directory, port: port, binaries: binaries, runAsPostgres: runAsPostgres)
             if !FileManager.default.fileExists(atPath: data) {
                 let (status, output) = try cluster.run("initdb", ["-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync"])
@@ -167,25 +168,5 @@ public final class PostgresCluster: Sendable {
         } catch {
             throw Failure(description: "\(error)")
         }
-    }
-
-    private static func freePort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw Failure(description: "socket failed") }
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = 0
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard bound == 0 else { throw Failure(description: "bind failed") }
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let named = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-        }
-        guard named == 0 else { throw Failure(description: "getsockname failed") }
-        return Int(UInt16(bigEndian: address.sin_port))
     }
 }
