@@ -2,7 +2,6 @@ import Crypto
 import DequeModule
 import Foundation
 import Logging
-import Synchronization
 import TidingsCore
 import TidingsDevice
 import TidingsEngine
@@ -424,19 +423,17 @@ public actor GatewayLink: RemoteNotificationLink {
             var underWay = 0
             var last: HandOffProgress?
             while true {
-                guard let first = appQueues[bundle]?.first else {
-                    // One under way frees room, and receipt may queue more meanwhile: look again after it.
-                    if underWay > 0 {
-                        await handOffs.next()
-                        underWay -= 1
-                        continue
-                    }
+                let first = appQueues[bundle]?.first
+                if first == nil, underWay == 0 {
                     appQueues[bundle] = nil
+                    // Each mark took what was reported before it; one reported after the last is kept now.
                     let left = handOffEvents.removeValue(forKey: bundle) ?? []
                     if !left.isEmpty { Task { await self.report(left) } }
                     return
                 }
-                if underWay >= Self.handOffsUnderWay || (first.recovering && underWay > 0) {
+                // Nothing queued (one under way frees room, and receipt may queue more meanwhile),
+                // as many under way as may be, or a recovered push behind one: look again after one.
+                guard let first, underWay < Self.handOffsUnderWay, !(first.recovering && underWay > 0) else {
                     await handOffs.next()
                     underWay -= 1
                     continue
@@ -777,30 +774,30 @@ enum DeviceKeyFile {
 
 /// How far a hand-off has come, for the one after it and for `processApp`: its pushes are
 /// recorded (their writes queued and their turn to be shown taken, or it is past the engine),
-/// then marked processed. Each stage is reached once; a wait for a stage reached returns at once.
-final class HandOffProgress: Sendable {
-    enum Stage: Int { case recorded = 1, marked = 2 }
-    private let state = Mutex<(reached: Int, waiters: [(stage: Int, waiter: CheckedContinuation<Void, Never>)])>((0, []))
+/// then marked processed. Each stage is a one-shot `StoreTicket` (completed once; later calls
+/// change nothing; a wait for a stage reached returns at once). Marked comes after recorded.
+struct HandOffProgress: Sendable {
+    enum Stage { case recorded, marked }
+    private let recorded: (ticket: StoreTicket<Void>, complete: @Sendable (Result<Void, any Error>) -> Void)
+    private let marked: (ticket: StoreTicket<Void>, complete: @Sendable (Result<Void, any Error>) -> Void)
+
+    init() {
+        recorded = StoreTicket<Void>.make()
+        marked = StoreTicket<Void>.make()
+    }
 
     func reached(_ stage: Stage) {
-        let ready = state.withLock { s -> [CheckedContinuation<Void, Never>] in
-            guard stage.rawValue > s.reached else { return [] }
-            s.reached = stage.rawValue
-            let ready = s.waiters.filter { $0.stage <= stage.rawValue }.map(\.waiter)
-            s.waiters.removeAll { $0.stage <= stage.rawValue }
-            return ready
+        switch stage {
+        case .recorded: recorded.complete(.success(()))
+        case .marked: marked.complete(.success(()))
         }
-        for waiter in ready { waiter.resume() }
     }
 
     func wait(for stage: Stage) async {
-        await withCheckedContinuation { waiter in
-            let now = state.withLock { s -> Bool in
-                if s.reached >= stage.rawValue { return true }
-                s.waiters.append((stage.rawValue, waiter))
-                return false
-            }
-            if now { waiter.resume() }
+        // Completed only with success: `try?` never hides a failure.
+        switch stage {
+        case .recorded: _ = try? await recorded.ticket.value
+        case .marked: _ = try? await marked.ticket.value
         }
     }
 }
