@@ -76,9 +76,8 @@ struct PushBurstTests {
     @Test @MainActor func aHandOffsPresentedEventsAreKeptWithItsProcessedMarkInOneWrite() async throws {
         let h = try await RemoteHarness.start()
         defer { Task { await h.stop() } }
-        let (app, token) = try await h.offlineApp()
         let ids = RemoteHarness.apnsIDs(0xd000, 12)
-        for id in ids { #expect(try await h.push(token: token, body: #"{"aps":{"alert":"hi"}}"#, apnsID: id).status == 200) }
+        let (app, _) = try await h.offlineApp(storing: ids)
         let inbox = CountingInbox(InMemoryRemoteInbox())
         try await h.startLink(inbox: inbox, maximumHandOff: 5)
         #expect(await eventually { inbox.counts.processedPushes == ids.count })
@@ -103,9 +102,8 @@ struct PushBurstTests {
     @Test @MainActor func confirmedEventsAreForgottenWithTheNextHandOff() async throws {
         let h = try await RemoteHarness.start()
         defer { Task { await h.stop() } }
-        let (app, token) = try await h.offlineApp()
         let ids = RemoteHarness.apnsIDs(0xd200, 15)
-        for id in ids { #expect(try await h.push(token: token, body: #"{"aps":{"alert":"hi"}}"#, apnsID: id).status == 200) }
+        let (app, _) = try await h.offlineApp(storing: ids)
         let turnstile = MarkTurnstile()
         let base = InMemoryRemoteInbox()
         let inbox = CountingInbox(base, beforeMark: turnstile.wait)
@@ -141,9 +139,8 @@ struct PushBurstTests {
     @Test @MainActor func theNextHandOffIsShownWhileTheLastOneIsMarked() async throws {
         let h = try await RemoteHarness.start()
         defer { Task { await h.stop() } }
-        let (app, token) = try await h.offlineApp()
         let ids = RemoteHarness.apnsIDs(0xd300, 15)
-        for id in ids { #expect(try await h.push(token: token, body: #"{"aps":{"alert":"hi"}}"#, apnsID: id).status == 200) }
+        let (app, _) = try await h.offlineApp(storing: ids)
         let turnstile = MarkTurnstile()
         let inbox = CountingInbox(InMemoryRemoteInbox(), beforeMark: turnstile.wait)
         try await h.startLink(inbox: inbox, maximumHandOff: 5)
@@ -174,9 +171,8 @@ struct PushBurstTests {
         })
         defer { Task { await h.stop() } }
         let trims: @Sendable () -> Int = { counting.store.withLock { $0?.trims ?? 0 } }
-        let (app, token) = try await h.offlineApp()
         let ids = RemoteHarness.apnsIDs(0xd400, 15)
-        for id in ids { #expect(try await h.push(token: token, body: #"{"aps":{"alert":"hi"}}"#, apnsID: id).status == 200) }
+        let (app, _) = try await h.offlineApp(storing: ids)
         let turnstile = MarkTurnstile()
         let inbox = CountingInbox(InMemoryRemoteInbox(), beforeMark: turnstile.wait)
         try await h.startLink(inbox: inbox, maximumHandOff: 5)
@@ -225,9 +221,8 @@ struct PushBurstTests {
     @Test @MainActor func aHandOffTakesAtMostTheConfiguredNumberOfPushes() async throws {
         let h = try await RemoteHarness.start()
         defer { Task { await h.stop() } }
-        let (app, token) = try await h.offlineApp()
         let ids = RemoteHarness.apnsIDs(0xc000, 7)
-        for id in ids { #expect(try await h.push(token: token, body: #"{"aps":{"alert":"hi"}}"#, apnsID: id).status == 200) }
+        let (app, _) = try await h.offlineApp(storing: ids)
         let inbox = CountingInbox(InMemoryRemoteInbox())
         try await h.startLink(inbox: inbox, maximumHandOff: 3)
         #expect(await eventually { inbox.counts.processedPushes == ids.count })

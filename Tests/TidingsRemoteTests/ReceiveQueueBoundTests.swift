@@ -67,9 +67,8 @@ struct ReceiveQueueBoundTests {
     @Test @MainActor func unconfirmedEventsBoundReceiptAndNoneIsDropped() async throws {
         let h = try await RemoteHarness.start()
         defer { Task { await h.stop() } }
-        let (app, token) = try await h.offlineApp()
         let ids = RemoteHarness.apnsIDs(0xd100, 40)
-        for id in ids { #expect(try await h.push(token: token, body: #"{"aps":{"alert":"hi"}}"#, apnsID: id).status == 200) }
+        let (app, _) = try await h.offlineApp(storing: ids)
         // The link reads the inbox's events when it starts and again on each connection: the
         // first read passes, the connection's is held — and with it every send.
         let gate = MarkTurnstile()
@@ -97,9 +96,8 @@ struct ReceiveQueueBoundTests {
     @Test @MainActor func eventsLeftByAPreviousRunCountAgainstTheBound() async throws {
         let h = try await RemoteHarness.start { $0.deviceMaximumPendingEvents = 3 }
         defer { Task { await h.stop() } }
-        let (app, token) = try await h.offlineApp()
         let ids = RemoteHarness.apnsIDs(0xd300, 12)
-        for id in ids { #expect(try await h.push(token: token, body: #"{"aps":{"alert":"hi"}}"#, apnsID: id).status == 200) }
+        let (app, _) = try await h.offlineApp(storing: ids)
         let base = InMemoryRemoteInbox()
         let leftovers = RemoteHarness.apnsIDs(0xd400, 8).enumerated().map {
             PendingDeliveryEvent(event: "presented", apnsID: $1, sequence: Int64(900 + $0))
@@ -130,9 +128,8 @@ struct ReceiveQueueBoundTests {
     @Test @MainActor func eventsWaitingCountWhileAConnectionReadsThemBack() async throws {
         let h = try await RemoteHarness.start()
         defer { Task { await h.stop() } }
-        let (app, token) = try await h.offlineApp()
         let ids = RemoteHarness.apnsIDs(0xd500, 12)
-        for id in ids { #expect(try await h.push(token: token, body: #"{"aps":{"alert":"hi"}}"#, apnsID: id).status == 200) }
+        let (app, _) = try await h.offlineApp(storing: ids)
         let base = InMemoryRemoteInbox()
         try await base.addPendingEvents(RemoteHarness.apnsIDs(0xd600, 8).enumerated().map {
             PendingDeliveryEvent(event: "presented", apnsID: $1, sequence: Int64(900 + $0))

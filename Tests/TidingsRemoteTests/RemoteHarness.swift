@@ -149,6 +149,14 @@ final class RemoteHarness: Sendable {
         return (app, token)
     }
 
+    /// `offlineApp()` with an alert push stored at the gateway for each of `apnsIDs`, in order
+    /// (each accepted), for the link started after it to receive as a backlog.
+    func offlineApp(storing apnsIDs: [String]) async throws -> (app: RunningApp, token: Data) {
+        let (app, token) = try await offlineApp()
+        for id in apnsIDs { #expect(try await push(token: token, body: #"{"aps":{"alert":"hi"}}"#, apnsID: id).status == 200) }
+        return (app, token)
+    }
+
     /// The person allows the app's notifications (as its first launch would ask).
     func authorize(_ bundle: String = RemoteHarness.bundleID) async throws {
         let transport = try await system.connect(bundle)
