@@ -30,6 +30,9 @@
 # stopped by its PID. KEEP=SECONDS: on a failure, the processes stay up that long first (to
 # look at the gateway's /metrics, the databases, the daemon) — how the lost events were found.
 # DELIVERED_LIMIT: the daemon's --delivered-limit (default: every push of the run is kept).
+# RATE: the daemon phase's offered load in pushes/s (h2load --rps, still at most 64 in flight):
+# provider → presented "under that load", not at whatever rate saturates the two cores (unset:
+# as fast as the gateway answers, which measures the most the path takes).
 set -euo pipefail
 PUSHES="${1:-20000}"
 BACKLOG="${2:-100000}"
@@ -126,8 +129,8 @@ TIDINGS_SOCKET="$D/daemon.sock" TIDINGS_BUNDLE_ID=$BUNDLE "$DEVICE" app "$D/daem
   || { echo "the app was not authorized:"; cat "$WORK/app.log"; exit 1; }
 
 JWT="$("$TIDINGS" keys token --key "$WORK/key.p8" --key-id REMOTEKEY1 --team TEAM123456)"
-h2() {  # h2() TOKEN N STREAMS [CONNECTIONS]
-  h2load -n "$2" -c "${4:-1}" -m "$3" -d "$ROOT/Benchmarks/gateway/body.json" -H content-type:application/json \
+h2() {  # h2() TOKEN N STREAMS [CONNECTIONS [RATE]]
+  h2load -n "$2" -c "${4:-1}" -m "$3" ${5:+--rps "$5"} -d "$ROOT/Benchmarks/gateway/body.json" -H content-type:application/json \
     -H apns-topic:$BUNDLE -H apns-push-type:alert -H "authorization: bearer $JWT" "https://127.0.0.1:$PORT/3/device/$1" > "$WORK/h2load.log" 2>&1
   grep -q "status codes: $2 2xx" "$WORK/h2load.log" || fail "h2load: not all 2xx:" "$(grep -E "status codes|requests:" "$WORK/h2load.log")" \
     "$(curl -s "http://127.0.0.1:$ADMIN_PORT/metrics" | grep -E "^tidings_gateway_(pushes_rejected|connections_(refused|closed_early))")" "$(tail -5 "$WORK/gateway.log")"
@@ -156,7 +159,7 @@ for round in $(seq "$ROUNDS"); do
 
   # The daemon.
   seq0=$(last_seq); p0=$(presented); g0=$(ticks "$GW"); d0=$(ticks "$DAEMON")
-  accepted=$(h2 "$TOKEN" "$PUSHES" 64)
+  accepted=$(h2 "$TOKEN" "$PUSHES" 64 1 "${RATE:-}")
   wait_presented $((p0 + PUSHES))
   g1=$(ticks "$GW"); d1=$(ticks "$DAEMON")
   echo "round $round, daemon: $accepted; $(latency "$seq0"); CPU per push: daemon $(per_push $((d1 - d0)) "$PUSHES") µs, gateway $(per_push $((g1 - g0)) "$PUSHES") µs | load $(load)"

@@ -3,8 +3,9 @@ import Foundation
 import ServiceLifecycle
 import Testing
 import TidingsCore
-import TidingsDaemon
+@testable import TidingsDaemon
 import TidingsGateway
+import TidingsSQLite
 import TidingsStorage
 import TidingsTestSupport
 import TidingsTesting
@@ -48,12 +49,12 @@ struct DeliveryEventTests {
     }
 
     static func startLink(_ system: NotificationTestSystem, port: Int, certificate: String, clock: TestWallClock,
-                          eventRetryInterval: Duration = .seconds(60)) async throws -> (GatewayLink, Task<Void, Never>) {
+                          eventRetryInterval: Duration = .seconds(60), inbox: (any RemoteInboxStore)? = nil) async throws -> (GatewayLink, Task<Void, Never>) {
         var configuration = GatewayLinkConfiguration(host: "127.0.0.1", port: port, trustRootPaths: [certificate])
         configuration.initialBackoff = .milliseconds(20)
         configuration.maximumBackoff = .milliseconds(100)
         configuration.eventRetryInterval = eventRetryInterval
-        let link = try GatewayLink(configuration: configuration, dataDirectory: system.directory.path, engine: system.engine, clock: clock)
+        let link = try GatewayLink(configuration: configuration, dataDirectory: system.directory.path, engine: system.engine, inbox: inbox, clock: clock)
         await system.engine.setRemote(link: link)
         return (link, Task { await link.run() })
     }
@@ -162,6 +163,56 @@ struct DeliveryEventTests {
         #expect(await eventually { await link.isConnected })
         #expect(await eventually { (try? await back.gateway.status(apnsID: apnsID).first?.presentedAt) != nil },
                 "the unconfirmed event was sent again")
+        task.cancel()
+        await task.value
+        await back.stop()
+    }
+
+    /// A `presented` event goes out when its push is shown, before its hand-off's processed mark
+    /// keeps it in the inbox. Refused by the gateway on that connection and the connection gone
+    /// with the mark's write still held, it is in no inbox to load: the next connection sends
+    /// it from memory. Confirmed during the write, it is forgotten after it.
+    @Test func eventSentBeforeItsMarkIsSentAgainOnTheNextConnection() async throws {
+        let clock = TestWallClock(now: Date())
+        let system = try await NotificationTestSystem.start(storage: .sqlite, clock: clock)
+        defer { Task { await system.shutdown() } }
+        let gatewayDir = system.directory.appendingPathComponent("gateway")
+        let teamKey = P256.Signing.PrivateKey()
+        let store = GatedGatewayStore()
+        store.release()  // token writes are not held here
+        store.failEvents.store(true, ordering: .relaxed)
+        let gateway = try await Self.startGateway(directory: gatewayDir, devicePort: RestartPorts.take(), clock: clock, storage: .custom(store), teamKey: teamKey)
+        let devicePort = gateway.addresses.device.port!
+        try await system.install(Self.bundle)
+        _ = try await system.center(for: Self.bundle).requestAuthorization(options: [.alert])
+        let turnstile = MarkTurnstile()
+        let base = try SQLiteRemoteInbox(path: system.directory.path + "/remote.sqlite")
+        let inbox = CountingInbox(base, beforeMark: turnstile.wait)
+        let (link, task) = try await Self.startLink(system, port: devicePort, certificate: gateway.addresses.certificatePath!, clock: clock, inbox: inbox)
+        #expect(await eventually { await link.isConnected })
+        let token = try await link.deviceToken(for: Self.bundle)
+        let apnsID = "00000000-0000-4000-8000-0000000e0003"
+        #expect(try await Self.push(gateway, token: token, apnsID: apnsID, key: teamKey, clock: clock) == 200)
+        #expect(await eventually { system.presenter.presentedIdentifiers.contains(apnsID) })
+        #expect(await eventually { store.eventWrites.load(ordering: .relaxed) > 0 }, "the event reached the gateway before the mark")
+        #expect(inbox.counts.marks == 0)
+        #expect(try await gateway.gateway.status(apnsID: apnsID).first?.presentedAt == nil, "the event's write failed")
+
+        await gateway.stop()
+        #expect(await eventually { await !link.isConnected })
+        store.failEvents.store(false, ordering: .relaxed)
+        let back = try await Self.startGateway(directory: gatewayDir, devicePort: devicePort, clock: clock, storage: .custom(store), teamKey: teamKey)
+        #expect(await eventually { await link.isConnected })
+        #expect(await eventually { (try? await back.gateway.status(apnsID: apnsID).first?.presentedAt) != nil },
+                "the event sent again on the new connection, its mark still held")
+        let held = try await base.pendingEvents(limit: 10)
+        #expect(inbox.counts.marks == 0 && held.isEmpty, "the inbox never held it")
+        #expect(await eventually { await link.eventsConfirmedBeforeTheirMark == 1 }, "confirmed while its mark is written")
+        turnstile.open()
+        #expect(await eventually { inbox.counts.processedPushes == 1 })
+        #expect(inbox.counts.eventsWithMarks == 1, "the mark, asked for before the confirmation, kept it")
+        #expect(await eventually { (try? await base.pendingEvents(limit: 10).isEmpty) == true && inbox.counts.clearedAlone == 1 },
+                "then forgotten: the gateway had confirmed it")
         task.cancel()
         await task.value
         await back.stop()

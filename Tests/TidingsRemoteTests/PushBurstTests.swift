@@ -92,26 +92,32 @@ struct PushBurstTests {
         withExtendedLifetime(app) {}
     }
 
-    /// The event sender sends the events it keeps from memory — the inbox is read for events
-    /// when the link starts and when a connection is made, never per message — and the events the gateway
-    /// confirmed are forgotten by the next hand-off's write while one is under way, else in a
-    /// write of their own. Hand-offs of at most 5: the second's mark is held until the first's
-    /// events are confirmed; a later hand-off's write (the second's or the third's, depending
-    /// on whether the confirmations came before the second began its write) forgets them; the
-    /// last events, with nothing queued, are forgotten alone.
+    /// The event sender sends from memory — the inbox is read for events when the link starts
+    /// and when a connection is made, never per message — and events kept in the inbox are
+    /// forgotten once the gateway confirms them: by the next
+    /// hand-off's write while one is under way, else in a write of their own. Hand-offs of at
+    /// most 5; the gateway holds its event writes until the first mark is written, so that
+    /// mark keeps the events it takes (none confirmed before it); the second mark is held
+    /// until they are confirmed; a later hand-off's write (the second's or the third's,
+    /// depending on whether the confirmations came before the second began its write) forgets
+    /// them. Each kept event is forgotten once.
     @Test @MainActor func confirmedEventsAreForgottenWithTheNextHandOff() async throws {
-        let h = try await RemoteHarness.start()
-        defer { Task { await h.stop() } }
+        let store = GatedGatewayStore()
+        store.release()  // token writes are not held here
+        let h = try await RemoteHarness.start(gateway: { $0.storage = .custom(store) })
+        defer { Task { store.releaseEvents(); await h.stop() } }
         let ids = RemoteHarness.apnsIDs(0xd200, 15)
         let (app, _) = try await h.offlineApp(storing: ids)
         let turnstile = MarkTurnstile()
         let base = InMemoryRemoteInbox()
         let inbox = CountingInbox(base, beforeMark: turnstile.wait)
+        store.holdEvents()
         let link = try await h.startLink(inbox: inbox, maximumHandOff: 5)
         #expect(await eventually { inbox.counts.receivedPushes == ids.count }, "every hand-off queued")
-        turnstile.allow(1)  // the first hand-off's mark: its events are kept, sent and confirmed
+        turnstile.allow(1)  // the first hand-off's mark: keeps its events, unconfirmed
         #expect(await eventually { inbox.counts.eventsWithMarks > 0 })
-        let first = inbox.counts.eventsWithMarks  // 5, or fewer if the first burst read was smaller
+        let first = inbox.counts.eventsWithMarks  // 5, or more with the second's shown before the mark, or fewer if the first burst was smaller
+        store.releaseEvents()
         for id in ids.prefix(first) {
             #expect(await eventually { (try? await h.status(id).first?.presentedAt) != nil }, "\(id) recorded presented")
         }
@@ -124,10 +130,61 @@ struct PushBurstTests {
         for id in ids {
             #expect(await eventually { (try? await h.status(id).first?.presentedAt) != nil }, "\(id) recorded presented")
         }
-        #expect(await eventually { (try? await base.pendingEvents(limit: 100).isEmpty) == true && inbox.counts.clearWrites >= 1 },
-                "the last ones forgotten in a write of their own: nothing queued")
-        #expect(inbox.counts.clearedWithMarks + inbox.counts.clearedAlone == ids.count, "each confirmed event forgotten once")
+        #expect(await eventually { (try? await base.pendingEvents(limit: 100).isEmpty) == true })
+        #expect(await eventually { inbox.counts.clearedWithMarks + inbox.counts.clearedAlone == inbox.counts.eventsWithMarks },
+                "each kept event forgotten once (\(inbox.counts))")
         #expect(inbox.counts.eventReads == 2, "the inbox read for events at the start and at the connection, never per message (\(inbox.counts.eventReads))")
+        #expect(h.system.presenter.presentedIdentifiers == ids)
+        withExtendedLifetime(app) {}
+    }
+
+    /// A `presented` event leaves when its push is shown, not after its hand-off's processed
+    /// mark; one the gateway confirms before that mark is asked for is never written to the
+    /// inbox. The first mark's write held: the first two hand-offs are shown and recorded
+    /// presented at the gateway with no mark written (before: their events waited for the
+    /// mark), and all confirmed — the first hand-off's during its mark's write, which keeps
+    /// them (asked for before), the second's before its mark. Then the gateway holds event
+    /// writes and the marks go: the second's keeps nothing, later ones keep their events; every
+    /// kept event is forgotten once confirmed — with nothing queued, in a write of their own.
+    @Test @MainActor func eventsLeaveBeforeTheirMarkAndConfirmedOnesAreNeverKept() async throws {
+        let store = GatedGatewayStore()
+        store.release()  // token writes are not held here
+        let h = try await RemoteHarness.start(gateway: { $0.storage = .custom(store) })
+        defer { Task { store.releaseEvents(); await h.stop() } }
+        let ids = RemoteHarness.apnsIDs(0xd600, 15)
+        let (app, _) = try await h.offlineApp(storing: ids)
+        let turnstile = MarkTurnstile()
+        let base = InMemoryRemoteInbox()
+        let inbox = CountingInbox(base, beforeMark: turnstile.wait)
+        let link = try await h.startLink(inbox: inbox, maximumHandOff: 5)
+        #expect(await eventually { inbox.counts.markSizesAsked.count == 1 }, "the first hand-off's mark asked for")
+        let first = inbox.counts.markSizesAsked[0]
+        for id in ids.prefix(first) {
+            #expect(await eventually { (try? await h.status(id).first?.presentedAt) != nil }, "\(id) recorded presented before its mark")
+        }
+        // Two hand-offs under way at most: the third waits for the first's mark. Every event of
+        // what is shown confirmed, with no mark written.
+        #expect(await eventually {
+            let shown = h.system.presenter.presentedIdentifiers.count
+            let confirmed = await link.eventsConfirmedBeforeTheirMark
+            return shown > first && confirmed == shown
+        }, "the shown pushes' events confirmed (\(h.system.presenter.presentedIdentifiers.count) shown)")
+        let shown = h.system.presenter.presentedIdentifiers.count
+        #expect(await eventually { inbox.counts.receivedPushes == ids.count })
+        #expect(inbox.counts.marks == 0 && inbox.counts.eventWrites == 0, "nothing written to the inbox for them")
+        store.holdEvents()
+        turnstile.open()
+        #expect(await eventually { inbox.counts.processedPushes == ids.count })
+        #expect(inbox.counts.eventsWithMarks == first + (ids.count - shown),
+                "the second hand-off's events not kept (\(inbox.counts.eventsWithMarks) kept, first \(first), \(shown) shown before)")
+        #expect(await link.eventsConfirmedBeforeTheirMark == 0, "settled by their marks")
+        store.releaseEvents()
+        for id in ids {
+            #expect(await eventually { (try? await h.status(id).first?.presentedAt) != nil }, "\(id) recorded presented")
+        }
+        #expect(await eventually { (try? await base.pendingEvents(limit: 100).isEmpty) == true && inbox.counts.clearWrites >= 1 },
+                "the kept ones forgotten in a write of their own: nothing queued")
+        #expect(inbox.counts.clearedWithMarks + inbox.counts.clearedAlone == inbox.counts.eventsWithMarks, "each kept event forgotten once")
         #expect(h.system.presenter.presentedIdentifiers == ids)
         withExtendedLifetime(app) {}
     }

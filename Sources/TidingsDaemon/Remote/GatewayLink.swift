@@ -147,9 +147,19 @@ public actor GatewayLink: RemoteNotificationLink {
     private var recovered = false
     /// Tasks waiting for room in the queue or the end of recovery (`waitForChange`).
     private var changeWaiters: [CheckedContinuation<Void, Never>] = []
-    /// Per app whose hand-off runs, the `presented` events the engine reported during it: kept
-    /// in the inbox with the hand-off's processed mark, in one write (`processApp`).
+    /// Per app whose hand-off runs, the `presented` events the engine reported during it: sent
+    /// at once, and kept in the inbox with the hand-off's processed mark, in one write, unless
+    /// the gateway confirmed them before (`processApp`).
     private var handOffEvents: [String: [PendingDeliveryEvent]] = [:]
+    /// Events of pushes whose hand-off is under way, sent and not yet kept in the inbox (in the
+    /// outbox, in flight or waiting for a retry on the current connection), each with the
+    /// order it was shown in. Their pushes are not marked processed yet: a crash leaves them
+    /// unprocessed, recovery finds them in the delivered list and reports them again.
+    private var unkept: [PendingDeliveryEvent: Int] = [:]
+    private var shownOrder = 0
+    /// Events the gateway confirmed before their hand-off's mark: the mark does not keep them
+    /// (no inbox row to write, then to delete).
+    private var confirmedUnkept: Set<PendingDeliveryEvent> = []
 
     /// Opens (creating) the inbox `remote.sqlite` (unless `inbox` is given) and the device key
     /// `device-key.pem` in `dataDirectory`.
@@ -229,8 +239,9 @@ public actor GatewayLink: RemoteNotificationLink {
     }
 
     /// Pushes receipt may still take before their `presented` events, with those unconfirmed
-    /// and those of the queued pushes, pass `maximumUnconfirmedEvents`.
-    private var eventRoom: Int { configuration.maximumUnconfirmedEvents - unconfirmedEvents - queued.pushes }
+    /// and those of the queued pushes, pass `maximumUnconfirmedEvents` (an event sent before
+    /// its push's mark counts once: it is among the unconfirmed and its push among the queued).
+    private var eventRoom: Int { configuration.maximumUnconfirmedEvents - (unconfirmedEvents - unkept.count) - queued.pushes }
 
     /// Returns when a hand-off has finished or recovery has ended (or the task is cancelled).
     private func waitForChange() async {
@@ -294,7 +305,12 @@ public actor GatewayLink: RemoteNotificationLink {
             }
         }
         connectionNumber &+= 1
-        eventsAwaitingReload += eventsInFlight + eventsToRetry.count
+        // Events sent before their mark that the last connection had in flight or refused are in
+        // no inbox to load them from: back in the outbox, in the order they were shown.
+        let waiting = Set(outbox)
+        let resend = unkept.filter { !waiting.contains($0.key) }.sorted { $0.value < $1.value }.map(\.key)
+        eventsAwaitingReload += max(0, eventsInFlight + eventsToRetry.count - resend.count)
+        outbox.append(contentsOf: resend)
         eventsInFlight = 0
         messagesInFlight = 0
         eventsToRetry = []
@@ -426,9 +442,10 @@ public actor GatewayLink: RemoteNotificationLink {
                 let first = appQueues[bundle]?.first
                 if first == nil, underWay == 0 {
                     appQueues[bundle] = nil
-                    // Each mark took what was reported before it; one reported after the last is kept now.
-                    let left = handOffEvents.removeValue(forKey: bundle) ?? []
-                    if !left.isEmpty { Task { await self.report(left) } }
+                    // Each mark took what was reported before it; one reported after the last
+                    // (sent already) is kept now, unless confirmed meanwhile.
+                    let left = unconfirmedSent(handOffEvents.removeValue(forKey: bundle) ?? [])
+                    if !left.isEmpty { Task { await self.keepSent(left) } }
                     return
                 }
                 // Nothing queued (one under way frees room, and receipt may queue more meanwhile),
@@ -486,8 +503,9 @@ public actor GatewayLink: RemoteNotificationLink {
         progress.reached(.recorded)
         await previous?.wait(for: .marked)
         // This hand-off's events, and any of the next one's shown meanwhile (kept early: still
-        // reported again if a crash leaves the next one unmarked).
-        let events = handOffEvents[bundle] ?? []
+        // reported again if a crash leaves the next one unmarked); all sent already, those the
+        // gateway has confirmed are not kept.
+        let events = unconfirmedSent(handOffEvents[bundle] ?? [])
         handOffEvents[bundle] = []
         let confirmed = confirmedEvents
         confirmedEvents = []
@@ -496,21 +514,23 @@ public actor GatewayLink: RemoteNotificationLink {
         progress.reached(.marked)
     }
 
-    /// A hand-off's processed mark: its pushes, the `presented` events reported during it (kept,
-    /// then sent) and the events the gateway confirmed since the last write (forgotten), in one
-    /// inbox write; then its pushes leave the queue's count.
+    /// A hand-off's processed mark: its pushes, the `presented` events reported during it that
+    /// the gateway has not confirmed yet (sent already: kept, so that they are sent again on
+    /// another connection or after a restart) and the events the gateway confirmed since the
+    /// last write (forgotten), in one inbox write; then its pushes leave the queue's count.
     private func mark(_ batch: [RemotePush], keeping events: [PendingDeliveryEvent], clearing confirmed: [PendingDeliveryEvent]) async {
         do {
             try await inbox.markProcessed(batch, keeping: events, clearing: confirmed)
-            kept(events)
+            settle(events, kept: true)
         } catch {
+            settle(events, kept: false)
             confirmedEvents = confirmed + confirmedEvents
             // Not shown again in this run (nothing reads the inbox back while it runs);
-            // after a restart the delivered-list check keeps them from showing twice —
-            // the normal case at a stop (the write is cancelled), so not an error then.
+            // after a restart the delivered-list check keeps them from showing twice, and
+            // reports them presented — the normal case at a stop (the write is cancelled),
+            // so not an error then. Their events were sent on the current connection.
             logger.log(level: error is CancellationError ? .debug : .error, "could not mark pushes processed",
                        metadata: ["error": "\(error)", "pushes": "\(batch.count)"])
-            sendUnkept(events)
         }
         queued.pushes -= batch.count
         queued.payloadBytes -= batch.reduce(0) { $0 + $1.payload.count }
@@ -568,15 +588,56 @@ public actor GatewayLink: RemoteNotificationLink {
         await presented([push])
     }
 
-    /// While their app's hand-offs are under way the events wait for the next processed mark
-    /// (one inbox write); others are kept at once.
+    /// While their app's hand-offs are under way the events are sent at once and kept by the
+    /// next processed mark (one inbox write) unless the gateway confirmed them by then: the
+    /// push is not marked processed before, so a crash in between reports it again after the
+    /// restart (recovery finds it in the delivered list). Others are kept, then sent.
     public func presented(_ pushes: [RemotePush]) async {
         var now: [PendingDeliveryEvent] = []
+        var sent = 0
         for push in pushes {
             let event = PendingDeliveryEvent(event: DeviceDeliveryEvent.presented.rawValue, apnsID: push.apnsID, sequence: push.sequence)
-            if handOffEvents[push.bundleIdentifier] != nil { handOffEvents[push.bundleIdentifier]!.append(event) } else { now.append(event) }
+            if handOffEvents[push.bundleIdentifier] != nil {
+                guard unkept[event] == nil, !confirmedUnkept.contains(event) else { continue }  // out already
+                handOffEvents[push.bundleIdentifier]!.append(event)
+                unkept[event] = shownOrder
+                shownOrder &+= 1
+                outbox.append(event)
+                sent += 1
+            } else {
+                now.append(event)
+            }
         }
+        if sent > 0 { sendPendingEvents() }
         await report(now)
+    }
+
+    /// Of events sent before their mark, those the mark is to keep in the inbox: not confirmed
+    /// yet (the confirmed ones are forgotten here). They stay sent-and-unkept while written (a
+    /// connection that ends meanwhile puts them back in the outbox); `settle` ends that.
+    private func unconfirmedSent(_ events: [PendingDeliveryEvent]) -> [PendingDeliveryEvent] {
+        events.filter { event in confirmedUnkept.remove(event) == nil && unkept[event] != nil }
+    }
+
+    /// After the write that kept `unconfirmedSent` events (or failed to): they are like any other
+    /// event from here — one the gateway confirmed during the write is forgotten with a later
+    /// write; one the write did not keep was sent on the current connection, and its push,
+    /// left unprocessed, is reported again after a restart.
+    private func settle(_ events: [PendingDeliveryEvent], kept: Bool) {
+        for event in events where unkept.removeValue(forKey: event) == nil {
+            if confirmedUnkept.remove(event) != nil, kept { confirmedEvents.append(event) }
+        }
+    }
+
+    /// Keeps events that were sent already (`unconfirmedSent`), in a write of their own.
+    private func keepSent(_ events: [PendingDeliveryEvent]) async {
+        do {
+            try await inbox.addPendingEvents(events)
+            settle(events, kept: true)
+        } catch {
+            settle(events, kept: false)
+            logger.warning("could not keep delivery events", metadata: ["events": "\(events.count)", "error": "\(error)"])
+        }
     }
 
     public func answered(apnsID: String, sequence: Int64) async {
@@ -624,11 +685,16 @@ public actor GatewayLink: RemoteNotificationLink {
     private func loadEvents() async {
         await clearConfirmed()
         let before = outbox.count
+        // Sent before their mark: in no inbox yet (or kept by a write the read may not see).
+        let sentUnkept = Set(outbox.filter { unkept[$0] != nil })
         let reloading = eventsAwaitingReload
         do {
             let stored = try await inbox.pendingEvents(limit: RemoteInboxDefaults.maximumPendingEvents)
             let storedSet = Set(stored)
-            let keptMeanwhile = outbox.dropFirst(before).filter { !storedSet.contains($0) }
+            // Behind them: what was kept meanwhile, and events sent before their mark (in no inbox yet).
+            let keptMeanwhile = outbox.enumerated().filter { index, event in
+                (index >= before || sentUnkept.contains(event)) && !storedSet.contains(event)
+            }.map(\.element)
             outbox = Deque(stored)
             outbox.append(contentsOf: keptMeanwhile)
         } catch {
@@ -692,7 +758,10 @@ public actor GatewayLink: RemoteNotificationLink {
         eventsInFlight -= part.count
         messagesInFlight -= 1
         if confirmed {
-            confirmedEvents += part
+            for event in part {
+                // Sent before its mark: nothing in the inbox to forget, and nothing for the mark to keep.
+                if unkept.removeValue(forKey: event) != nil { confirmedUnkept.insert(event) } else { confirmedEvents.append(event) }
+            }
             wakeWaiters()
         } else {
             // One timer for all refused events: started by the first of them.
@@ -737,6 +806,9 @@ public actor GatewayLink: RemoteNotificationLink {
 
     /// Events the gateway confirmed that the inbox still holds (for tests).
     var confirmedEventsNotForgotten: Int { confirmedEvents.count }
+
+    /// Events the gateway confirmed before their hand-off's mark, not yet taken by it (for tests).
+    var eventsConfirmedBeforeTheirMark: Int { confirmedUnkept.count }
 
     /// How many pushes the inbox holds, processed or not (for tests).
     var inboxCount: Int {
