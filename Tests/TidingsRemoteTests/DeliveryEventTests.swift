@@ -59,6 +59,54 @@ struct DeliveryEventTests {
         return (link, Task { await link.run() })
     }
 
+    /// A gateway whose event writes fail, the app installed and authorized, a link (on `inbox`,
+    /// else the SQLite inbox in the data directory), and one push shown whose `presented`
+    /// event reached the gateway and was refused.
+    struct RefusedEvent {
+        var gateway: GatewayRestartTests.RunningGateway
+        let store: GatedGatewayStore, link: GatewayLink, task: Task<Void, Never>, directory: URL, teamKey: P256.Signing.PrivateKey
+
+        /// The gateway stops (the link sees the connection end) and comes back on the same port
+        /// and store, recording events again.
+        mutating func restartAccepting(clock: TestWallClock) async throws {
+            let link = link
+            await gateway.stop()
+            #expect(await eventually { await !link.isConnected })
+            store.failEvents.store(false, ordering: .relaxed)
+            gateway = try await DeliveryEventTests.startGateway(directory: directory, devicePort: gateway.addresses.device.port!, clock: clock,
+                                                                storage: .custom(store), teamKey: teamKey)
+            #expect(await eventually { await link.isConnected })
+        }
+
+        func stop() async {
+            task.cancel()
+            await task.value
+            await gateway.stop()
+        }
+    }
+
+    static func refusedEvent(_ system: NotificationTestSystem, clock: TestWallClock, apnsID: String,
+                             inbox: (any RemoteInboxStore)? = nil) async throws -> RefusedEvent {
+        let directory = system.directory.appendingPathComponent("gateway")
+        let teamKey = P256.Signing.PrivateKey()
+        let store = GatedGatewayStore()
+        store.release()  // token writes are not held here
+        store.failEvents.store(true, ordering: .relaxed)
+        let gateway = try await startGateway(directory: directory, devicePort: RestartPorts.take(), clock: clock, storage: .custom(store), teamKey: teamKey)
+        try await system.install(bundle)
+        _ = try await system.center(for: bundle).requestAuthorization(options: [.alert])
+        let (link, task) = try await startLink(system, port: gateway.addresses.device.port!, certificate: gateway.addresses.certificatePath!,
+                                               clock: clock, inbox: inbox)
+        #expect(await eventually { await link.isConnected })
+        let token = try await link.deviceToken(for: bundle)
+        #expect(try await push(gateway, token: token, apnsID: apnsID, key: teamKey, clock: clock) == 200)
+        #expect(await eventually { system.presenter.presentedIdentifiers.contains(apnsID) })
+        #expect(await eventually { (try? await gateway.gateway.status(apnsID: apnsID).first?.deliveredAt) != nil })
+        #expect(await eventually { store.eventWrites.load(ordering: .relaxed) > 0 }, "the event reached the gateway while connected")
+        #expect(try await gateway.gateway.status(apnsID: apnsID).first?.presentedAt == nil, "the event's write failed")
+        return RefusedEvent(gateway: gateway, store: store, link: link, task: task, directory: directory, teamKey: teamKey)
+    }
+
     /// The person answers a notification while the gateway is down, and the daemon restarts
     /// before the gateway is back: the event was kept in the daemon's inbox and reaches the
     /// gateway on the new daemon's first connection (before: kept in memory, lost).
@@ -136,36 +184,13 @@ struct DeliveryEventTests {
         let clock = TestWallClock(now: Date())
         let system = try await NotificationTestSystem.start(storage: .sqlite, clock: clock)
         defer { Task { await system.shutdown() } }
-        let gatewayDir = system.directory.appendingPathComponent("gateway")
-        let teamKey = P256.Signing.PrivateKey()
-        let store = GatedGatewayStore()
-        store.release()  // token writes are not held here
-        store.failEvents.store(true, ordering: .relaxed)
-        let gateway = try await Self.startGateway(directory: gatewayDir, devicePort: RestartPorts.take(), clock: clock, storage: .custom(store), teamKey: teamKey)
-        let devicePort = gateway.addresses.device.port!
-        try await system.install(Self.bundle)
-        _ = try await system.center(for: Self.bundle).requestAuthorization(options: [.alert])
-        let (link, task) = try await Self.startLink(system, port: devicePort, certificate: gateway.addresses.certificatePath!, clock: clock)
-        #expect(await eventually { await link.isConnected })
-        let token = try await link.deviceToken(for: Self.bundle)
         let apnsID = "00000000-0000-4000-8000-0000000e0002"
-        #expect(try await Self.push(gateway, token: token, apnsID: apnsID, key: teamKey, clock: clock) == 200)
-        #expect(await eventually { system.presenter.presentedIdentifiers.contains(apnsID) })
-        #expect(await eventually { (try? await gateway.gateway.status(apnsID: apnsID).first?.deliveredAt) != nil })
-        #expect(await eventually { store.eventWrites.load(ordering: .relaxed) > 0 }, "the event reached the gateway while connected")
-        #expect(try await gateway.gateway.status(apnsID: apnsID).first?.presentedAt == nil, "the event's write failed")
-
-        // The gateway comes back (same store) and records events again.
-        await gateway.stop()
-        #expect(await eventually { await !link.isConnected })
-        store.failEvents.store(false, ordering: .relaxed)
-        let back = try await Self.startGateway(directory: gatewayDir, devicePort: devicePort, clock: clock, storage: .custom(store), teamKey: teamKey)
-        #expect(await eventually { await link.isConnected })
-        #expect(await eventually { (try? await back.gateway.status(apnsID: apnsID).first?.presentedAt) != nil },
+        var refused = try await Self.refusedEvent(system, clock: clock, apnsID: apnsID)
+        try await refused.restartAccepting(clock: clock)
+        let back = refused.gateway.gateway, link = refused.link
+        #expect(await eventually { (try? await back.status(apnsID: apnsID).first?.presentedAt) != nil },
                 "the unconfirmed event was sent again")
-        task.cancel()
-        await task.value
-        await back.stop()
+        await refused.stop()
     }
 
     /// A `presented` event goes out when its push is shown, before its hand-off's processed mark
@@ -176,34 +201,15 @@ struct DeliveryEventTests {
         let clock = TestWallClock(now: Date())
         let system = try await NotificationTestSystem.start(storage: .sqlite, clock: clock)
         defer { Task { await system.shutdown() } }
-        let gatewayDir = system.directory.appendingPathComponent("gateway")
-        let teamKey = P256.Signing.PrivateKey()
-        let store = GatedGatewayStore()
-        store.release()  // token writes are not held here
-        store.failEvents.store(true, ordering: .relaxed)
-        let gateway = try await Self.startGateway(directory: gatewayDir, devicePort: RestartPorts.take(), clock: clock, storage: .custom(store), teamKey: teamKey)
-        let devicePort = gateway.addresses.device.port!
-        try await system.install(Self.bundle)
-        _ = try await system.center(for: Self.bundle).requestAuthorization(options: [.alert])
         let turnstile = MarkTurnstile()
         let base = try SQLiteRemoteInbox(path: system.directory.path + "/remote.sqlite")
         let inbox = CountingInbox(base, beforeMark: turnstile.wait)
-        let (link, task) = try await Self.startLink(system, port: devicePort, certificate: gateway.addresses.certificatePath!, clock: clock, inbox: inbox)
-        #expect(await eventually { await link.isConnected })
-        let token = try await link.deviceToken(for: Self.bundle)
         let apnsID = "00000000-0000-4000-8000-0000000e0003"
-        #expect(try await Self.push(gateway, token: token, apnsID: apnsID, key: teamKey, clock: clock) == 200)
-        #expect(await eventually { system.presenter.presentedIdentifiers.contains(apnsID) })
-        #expect(await eventually { store.eventWrites.load(ordering: .relaxed) > 0 }, "the event reached the gateway before the mark")
-        #expect(inbox.counts.marks == 0)
-        #expect(try await gateway.gateway.status(apnsID: apnsID).first?.presentedAt == nil, "the event's write failed")
-
-        await gateway.stop()
-        #expect(await eventually { await !link.isConnected })
-        store.failEvents.store(false, ordering: .relaxed)
-        let back = try await Self.startGateway(directory: gatewayDir, devicePort: devicePort, clock: clock, storage: .custom(store), teamKey: teamKey)
-        #expect(await eventually { await link.isConnected })
-        #expect(await eventually { (try? await back.gateway.status(apnsID: apnsID).first?.presentedAt) != nil },
+        var refused = try await Self.refusedEvent(system, clock: clock, apnsID: apnsID, inbox: inbox)
+        #expect(inbox.counts.marks == 0, "the event left before its mark")
+        try await refused.restartAccepting(clock: clock)
+        let back = refused.gateway.gateway, link = refused.link
+        #expect(await eventually { (try? await back.status(apnsID: apnsID).first?.presentedAt) != nil },
                 "the event sent again on the new connection, its mark still held")
         let held = try await base.pendingEvents(limit: 10)
         #expect(inbox.counts.marks == 0 && held.isEmpty, "the inbox never held it")
@@ -213,8 +219,6 @@ struct DeliveryEventTests {
         #expect(inbox.counts.eventsWithMarks == 1, "the mark, asked for before the confirmation, kept it")
         #expect(await eventually { (try? await base.pendingEvents(limit: 10).isEmpty) == true && inbox.counts.clearedAlone == 1 },
                 "then forgotten: the gateway had confirmed it")
-        task.cancel()
-        await task.value
-        await back.stop()
+        await refused.stop()
     }
 }

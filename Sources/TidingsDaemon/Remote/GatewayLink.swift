@@ -807,6 +807,9 @@ public actor GatewayLink: RemoteNotificationLink {
     /// Events the gateway confirmed that the inbox still holds (for tests).
     var confirmedEventsNotForgotten: Int { confirmedEvents.count }
 
+    /// Pushes received and not yet marked processed (for tests).
+    var pushesNotMarked: Int { queued.pushes }
+
     /// Events the gateway confirmed before their hand-off's mark, not yet taken by it (for tests).
     var eventsConfirmedBeforeTheirMark: Int { confirmedUnkept.count }
 
