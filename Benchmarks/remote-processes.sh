@@ -88,15 +88,22 @@ wait_presented() {  # until the count reaches $1 (60 s without progress: fail)
 # clock when it delivered the push, read from device.sqlite; of the pushes still in the list,
 # every one unless DELIVERED_LIMIT was set) and provider → presented (the
 # gateway's record of the `presented` event), p50 / p99 / max in ms, and the rate.
+# Then, over every push (the inbox keeps each one's `received_at`, the daemon's clock, in ms):
+# accepted → received (the gateway's commit and send, the daemon's read and inbox commit) and
+# received → presented (the daemon's hand-off, delivered-list commit and show, the event's way
+# back and the gateway's commit of it).
 latency() {
-  sqlite3 -separator ' ' "$G/gateway.sqlite" "ATTACH '$D/device.sqlite' AS device;
-      SELECT p.presented_at - p.accepted_at, COALESCE(CAST((d.date + 978307200) * 1000 AS INTEGER) - p.accepted_at, ''), p.accepted_at, p.presented_at
-      FROM gw_pushes p LEFT JOIN device.delivered d ON d.identifier = p.apns_id
+  # (The inbox's push table has no apns-id index: its times are copied to an indexed temporary table.)
+  sqlite3 -separator ' ' "$G/gateway.sqlite" "ATTACH '$D/device.sqlite' AS device; ATTACH '$D/remote.sqlite' AS inbox;
+      CREATE TEMP TABLE received AS SELECT apns_id, received_at FROM inbox.push; CREATE INDEX temp.received_id ON received(apns_id);
+      SELECT p.presented_at - p.accepted_at, COALESCE(CAST((d.date + 978307200) * 1000 AS INTEGER) - p.accepted_at, ''), p.accepted_at, p.presented_at,
+             COALESCE(i.received_at - p.accepted_at, ''), COALESCE(p.presented_at - i.received_at, '')
+      FROM gw_pushes p LEFT JOIN device.delivered d ON d.identifier = p.apns_id LEFT JOIN temp.received i ON i.apns_id = p.apns_id
       WHERE p.seq > $1 AND p.presented_at IS NOT NULL" > "$WORK/latency"
   pcts() { cut -d' ' -f"$1" "$WORK/latency" | grep -v '^$' | sort -n | awk '{v[NR] = $1} END{printf "p50 %d / p99 %d / max %d", v[int(NR * 0.5) + 1], v[int(NR * 0.99) + 1], v[NR]}'; }
-  awk -v shown="$(pcts 2)" -v presented="$(pcts 1)" '{if (NR == 1 || $3 < first) first = $3; if ($4 > last) last = $4}
-    END{printf "%d presented; provider → shown %s ms, → presented %s ms; %.0f pushes/s (first accepted → last presented %d ms)",
-        NR, shown, presented, NR * 1000 / (last - first), last - first}' "$WORK/latency"
+  awk -v shown="$(pcts 2)" -v presented="$(pcts 1)" -v received="$(pcts 5)" -v after="$(pcts 6)" '{if (NR == 1 || $3 < first) first = $3; if ($4 > last) last = $4}
+    END{printf "%d presented; provider → shown %s ms, → presented %s ms; %.0f pushes/s (first accepted → last presented %d ms); accepted → received %s ms, received → presented %s ms",
+        NR, shown, presented, NR * 1000 / (last - first), last - first, received, after}' "$WORK/latency"
 }
 
 "$TIDINGS" keys create --data-dir "$G" --team TEAM123456 --key-id REMOTEKEY1 -o "$WORK/key.p8" --app "$BUNDLE" --storage-policy all >/dev/null
