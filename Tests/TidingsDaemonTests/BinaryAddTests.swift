@@ -19,7 +19,7 @@ struct BinaryAddTests {
 
     @Test("bad requests get their UNError codes; good ones are stored as sent and listed with their dates")
     func validationAndStorage() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-binary-\(UUID().uuidString)").path
+        let directory = TemporaryDirectories.make(prefix: "tidings-binary-").path
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let clock = TestWallClock()
         let daemon = try await buildDaemon(DaemonConfiguration(dataDirectory: directory, consent: .grant, developmentMode: true, terminalPresenter: false, clock: clock))

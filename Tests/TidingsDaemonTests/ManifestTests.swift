@@ -2,11 +2,12 @@ import Foundation
 import Testing
 import TidingsCore
 import TidingsDaemon
+import TidingsTesting
 
 @Suite("App manifests")
 struct ManifestTests {
     func write(_ json: String) throws -> String {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("manifest-\(UUID().uuidString)")
+        let dir = TemporaryDirectories.make(prefix: "manifest-")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         let bin = dir.appendingPathComponent("bin")
         try FileManager.default.createDirectory(at: bin, withIntermediateDirectories: true)

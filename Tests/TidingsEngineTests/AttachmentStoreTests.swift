@@ -133,7 +133,7 @@ struct AttachmentStoreTests {
 
     @Test("the per-app quota is a clear error")
     func quota() throws {
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-quota-\(UUID().uuidString)")
+        let root = TemporaryDirectories.make(prefix: "tidings-quota-")
         let store = AttachmentStore(root: root, quota: 100)
         let source = root.path + "-photo.png"
         defer { for path in [root.path, source] { try? FileManager.default.removeItem(atPath: path) } }
@@ -148,7 +148,7 @@ struct AttachmentStoreTests {
 
     @Test("delete never touches paths outside the app's store")
     func deleteStaysInside() throws {
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-escape-\(UUID().uuidString)")
+        let root = TemporaryDirectories.make(prefix: "tidings-escape-")
         let store = AttachmentStore(root: root)
         try FileManager.default.createDirectory(at: store.directory(for: "com.example.e"), withIntermediateDirectories: true)
         let outside = root.path + "-victim.png"

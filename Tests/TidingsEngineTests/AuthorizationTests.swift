@@ -22,7 +22,7 @@ struct AuthorizationTests {
     @Test("the first request asks the person; the answer is remembered across restarts")
     func askOnceAndRemember() async throws {
         let consent = CountingConsent(answer: true)
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-auth-\(UUID().uuidString)")
+        let directory = TemporaryDirectories.make(prefix: "tidings-auth-")
         let system = try await NotificationTestSystem.start(storage: .sqlite, consent: consent, directory: directory)
         let app = try await system.connect("com.example.auth")
         guard case .settings(let before) = await app.request(.getSettings) else { Issue.record("no settings"); return }

@@ -72,7 +72,7 @@ struct BannerDurabilityTests {
 
     @Test("a crash after the fire's commit and before the presenters showed it: the banner is shown at the next start")
     func crashBeforePresenting() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-banner-\(UUID().uuidString)")
+        let directory = TemporaryDirectories.make(prefix: "tidings-banner-")
         defer { try? FileManager.default.removeItem(at: directory) }
         let (stalled, crashed) = try await crashWhilePresenting(.beforeShowing, directory: directory)
         #expect(stalled.shown.isEmpty)
@@ -98,7 +98,7 @@ struct BannerDurabilityTests {
 
     @Test("a crash after the presenters showed it and before the mark: at most one extra banner")
     func crashBeforeTheMark() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-banner-\(UUID().uuidString)")
+        let directory = TemporaryDirectories.make(prefix: "tidings-banner-")
         defer { try? FileManager.default.removeItem(at: directory) }
         let (stalled, crashed) = try await crashWhilePresenting(.afterShowing, directory: directory)
         #expect(stalled.shown == ["now"])
@@ -120,7 +120,7 @@ struct BannerDurabilityTests {
 
     @Test("a banner the delivered list does not keep, shown again after a crash: its attachment files go once shown")
     func replayedBannerReleasesItsFiles() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-banner-\(UUID().uuidString)")
+        let directory = TemporaryDirectories.make(prefix: "tidings-banner-")
         defer { try? FileManager.default.removeItem(at: directory) }
         let presenter = StalledPresenter(.beforeShowing)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)

@@ -8,7 +8,7 @@ import TidingsTesting
 struct DurabilityTests {
     @Test("pending, delivered, categories and settings survive a restart; missed triggers fire once")
     func restartRecovers() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-durable-\(UUID().uuidString)")
+        let directory = TemporaryDirectories.make(prefix: "tidings-durable-")
         let start = Date(timeIntervalSince1970: 1_795_348_800)
         let system = try await NotificationTestSystem.start(storage: .sqlite, clock: TestWallClock(now: start), directory: directory)
         let app = try await system.connect("com.example.durable", state: .background)

@@ -76,7 +76,7 @@ struct UntrustedNumbersTests {
 
     @Test("the scheduler never sleeps longer than maximumSleep, however far the next fire date")
     func schedulerSleepsInSteps() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-sleep-\(UUID().uuidString)")
+        let directory = TemporaryDirectories.make(prefix: "tidings-sleep-")
         defer { try? FileManager.default.removeItem(at: directory) }
         let clock = RecordingClock(TestWallClock())
         let store = InMemoryDeviceStore()
@@ -103,7 +103,7 @@ struct UntrustedNumbersTests {
 
     @Test("requests centuries ahead survive a restart on the system clock, stay pending with their dates, and fire when due")
     func farFutureSurvivesRestart() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-far-\(UUID().uuidString)")
+        let directory = TemporaryDirectories.make(prefix: "tidings-far-")
         defer { try? FileManager.default.removeItem(at: directory) }
         let start = Date(timeIntervalSince1970: 1_795_348_800)
         let first = try await NotificationTestSystem.start(storage: .sqlite, clock: TestWallClock(now: start), directory: directory)

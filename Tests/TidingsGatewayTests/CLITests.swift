@@ -4,6 +4,7 @@ import TidingsTestSupport
 import TidingsCore
 import TidingsDevice
 import TidingsGateway
+import TidingsTesting
 
 /// The `tidings` executable's gateway commands against an in-process gateway that shares the
 /// data directory: keys create, apps register, push (an Xcode .apns file), status.
@@ -17,7 +18,7 @@ struct CLITests {
     /// stays; an unknown key id (or one revoked already) is a clear message, exit 1, nothing changed.
     @Test func keysRevoke() async throws {
         guard requireTool(CrashTests.executable != nil, "the tidings executable next to the test bundle") else { return }
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-revoke-\(UUID().uuidString)").path
+        let dir = TemporaryDirectories.make(prefix: "tidings-revoke-").path
         for id in ["REVOKEME01", "KEEPME0001"] {
             let created = try await tidings(["keys", "create", "--data-dir", dir, "--team", "CLITEAM123", "--key-id", id, "-o", "\(dir)/\(id).p8"])
             #expect(created.status == 0, "\(created.stderr)")
@@ -145,7 +146,7 @@ struct CLITests {
     /// above about 9.2e15 s started a gateway that trapped at its first maintenance run).
     @Test func pushRetentionPastTenYearsIsRefused() async throws {
         guard requireTool(CrashTests.executable != nil, "the tidings executable next to the test bundle") else { return }
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-retention-\(UUID().uuidString)")
+        let dir = TemporaryDirectories.make(prefix: "tidings-retention-")
         defer { try? FileManager.default.removeItem(at: dir) }
         let listen = ["--listen", "127.0.0.1:0", "--device-listen", "127.0.0.1:0", "--admin-listen", "off", "--data-dir", dir.path]
         let refused = try await ThirdPartyClientTests.run(CrashTests.executable!, ["gateway", "--push-retention", "10000000000000000"] + listen,
@@ -162,7 +163,7 @@ struct CLITests {
     /// refused before the daemon starts (the limit itself: `PushBurstTests.theDeliveredListKeepsTheNewestUpToItsLimit`).
     @Test func deliveredLimitBelowOneIsRefused() async throws {
         guard requireTool(CrashTests.executable != nil, "the tidings executable next to the test bundle") else { return }
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-delivered-limit-\(UUID().uuidString)")
+        let dir = TemporaryDirectories.make(prefix: "tidings-delivered-limit-")
         defer { try? FileManager.default.removeItem(at: dir) }
         for value in ["0", "-5"] {
             let refused = try await ThirdPartyClientTests.run(CrashTests.executable!, ["daemon", "--data-dir", dir.path, "--no-web", "--consent", "deny",
@@ -194,7 +195,7 @@ struct CLITests {
         #expect(status.status == 0, "\(status.stderr)")
         #expect(status.stdout.contains(apnsID))
         #expect(status.stdout.contains("accepted"))
-        let elsewhere = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-empty-\(UUID().uuidString)").path
+        let elsewhere = TemporaryDirectories.make(prefix: "tidings-empty-").path
         let refused = try await tidings(["status", apnsID, "--admin", admin, "--data-dir", elsewhere])
         #expect(refused.status != 0)
         #expect(refused.stderr.contains("bearer token"), "\(refused.stderr)")

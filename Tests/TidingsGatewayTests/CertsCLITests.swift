@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import TidingsGateway
 import TidingsTestSupport
+import TidingsTesting
 
 /// `tidings certs create|list|revoke` as a user runs them: the files, the CA, and a clear
 /// error with a non-zero exit for each bad input.
@@ -13,7 +14,7 @@ struct CertsCLITests {
 
     @Test func createListRevoke() async throws {
         guard requireTool(CrashTests.executable != nil, "the tidings executable next to the test bundle") else { return }
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-certs-\(UUID().uuidString)")
+        let directory = TemporaryDirectories.make(prefix: "tidings-certs-")
         defer { try? FileManager.default.removeItem(at: directory) }
         let data = directory.appendingPathComponent("data").path
         let output = directory.appendingPathComponent("out").path

@@ -8,6 +8,7 @@ import TidingsStorage
 import TidingsTestSupport
 import X509
 import _CryptoExtras
+import TidingsTesting
 
 /// Certificate-based provider authentication (mutual TLS): the provider CA, the certificates it
 /// issues (Apple's shape, PEM and PKCS#12), and the provider listener's answers over a real
@@ -40,7 +41,7 @@ struct ClientCertificateTests {
     // MARK: The CA and the certificates
 
     @Test func theAuthorityIsMadeOnceWithAPrivateKey() throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-ca-\(UUID().uuidString)")
+        let directory = TemporaryDirectories.make(prefix: "tidings-ca-")
         defer { try? FileManager.default.removeItem(at: directory) }
         let (first, created) = try ProviderCertificateAuthority.ensure(in: directory)
         #expect(created)
@@ -53,7 +54,7 @@ struct ClientCertificateTests {
     }
 
     @Test func certificatesHaveApplesShape() throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-ca-\(UUID().uuidString)")
+        let directory = TemporaryDirectories.make(prefix: "tidings-ca-")
         defer { try? FileManager.default.removeItem(at: directory) }
         let authority = try ProviderCertificateAuthority.ensure(in: directory).authority
         let development = try authority.issue(bundleID: "com.example.app", teamID: "TEAM123456", teamName: "Example Ltd", environment: .development)
@@ -104,7 +105,7 @@ struct ClientCertificateTests {
     @Test func pkcs12IsReadByOpenSSL() async throws {
         let openssl = "/usr/bin/openssl"
         guard requireTool(FileManager.default.isExecutableFile(atPath: openssl), "openssl") else { return }
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-ca-\(UUID().uuidString)")
+        let directory = TemporaryDirectories.make(prefix: "tidings-ca-")
         defer { try? FileManager.default.removeItem(at: directory) }
         let authority = try ProviderCertificateAuthority.ensure(in: directory).authority
         let issued = try authority.issue(bundleID: "com.example.app", teamID: "TEAM123456", environment: .production)
@@ -190,7 +191,7 @@ struct ClientCertificateTests {
         let token = try await h.deviceToken()
         let (path, _) = try Self.issue(h)
         let c = try await Self.connect(h, certificate: path)
-        let elsewhere = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-ca-\(UUID().uuidString)")
+        let elsewhere = TemporaryDirectories.make(prefix: "tidings-ca-")
         defer { try? FileManager.default.removeItem(at: elsewhere) }
         let foreign = try ProviderCertificateAuthority.ensure(in: elsewhere).authority
             .issue(bundleID: GatewayHarness.bundleID, teamID: GatewayHarness.teamID, environment: .development, now: h.clock.now)
@@ -275,7 +276,7 @@ struct ClientCertificateTests {
         let token = try await device.requestToken(topic: GatewayHarness.bundleID, environment: .development).hex
 
         // Another CA's certificate, otherwise identical.
-        let elsewhere = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-ca-\(UUID().uuidString)")
+        let elsewhere = TemporaryDirectories.make(prefix: "tidings-ca-")
         defer { try? FileManager.default.removeItem(at: elsewhere) }
         let foreign = try ProviderCertificateAuthority.ensure(in: elsewhere).authority
             .issue(bundleID: GatewayHarness.bundleID, teamID: GatewayHarness.teamID, environment: .development, now: h.clock.now)

@@ -7,6 +7,7 @@ import TidingsCore
 import TidingsDevice
 import TidingsGateway
 import TidingsStorage
+import TidingsTesting
 
 /// `kill -9` the real `tidings gateway` process again and again while a load generator sends
 /// pushes to a connected device: every push that got a 200 is delivered, and with the
@@ -103,7 +104,7 @@ struct CrashTests {
     @Test func everyAcceptedPushSurvivesKillNine() async throws {
         guard requireTool(Self.executable != nil, "the tidings executable next to the test bundle") else { return }
         let executable = Self.executable!
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-crash-\(UUID().uuidString)")
+        let dir = TemporaryDirectories.make(prefix: "tidings-crash-")
         let registry = try GatewayRegistry(dataDirectory: dir)
         let (signingKey, keyRecord) = try registry.createKey(teamID: "TEAM123456")
         _ = try registry.registerApp(bundleID: "com.example.crash", teamID: "TEAM123456", storagePolicy: .all)

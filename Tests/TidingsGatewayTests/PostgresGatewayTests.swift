@@ -93,7 +93,7 @@ struct GatewayNodesTests {
         let adminPort: Int?
 
         init(databaseURL: String, admin: Bool = false, extraArguments: [String] = [], name: String = "node-a") async throws {
-            let dir = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-node-\(UUID().uuidString.prefix(8))")
+            let dir = TemporaryDirectories.make(prefix: "tidings-node-")
             try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
             directory = dir
             child = try ChildProcess(BuiltProducts.tidings, ["gateway", "--data-dir", dir.path, "--listen", "127.0.0.1:0",
@@ -138,7 +138,7 @@ struct GatewayNodesTests {
     @Test func aKeyRevokedWithTheCLIIsRefusedOnEveryNode() async throws {
         guard let cluster = try await PostgresCluster.shared() else { return }
         let url = try cluster.createDatabase(prefix: "revoke")
-        let work = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-revoke-\(UUID().uuidString.prefix(8))")
+        let work = TemporaryDirectories.make(prefix: "tidings-revoke-")
         try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
         let team = "REVOKETEAM"
         var signing: [String: ProviderSigningKey] = [:]

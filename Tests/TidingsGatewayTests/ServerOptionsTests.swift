@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TidingsTestSupport
+import TidingsTesting
 
 /// `tidings gateway` and `tidings serve` declare each option they share once: the same help,
 /// the same parsing and the same answer to a bad value.
@@ -41,7 +42,7 @@ struct ServerOptionsTests {
             #expect(gateway[option] == serve[option], "\(option): gateway says \(gateway[option] ?? "") — serve says \(serve[option] ?? "")")
         }
 
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-options-\(UUID().uuidString)").path
+        let dir = TemporaryDirectories.make(prefix: "tidings-options-").path
         defer { try? FileManager.default.removeItem(atPath: dir) }
         // Nothing may listen on a fixed port should a value be taken after all.
         let safe = ["--data-dir", dir, "--listen", "127.0.0.1:0", "--device-listen", "127.0.0.1:0", "--admin-listen", "off"]

@@ -11,6 +11,7 @@ import TidingsPostgres
 import TidingsSQLite
 import TidingsStorage
 import TidingsTestSupport
+import TidingsTesting
 
 /// The store limits of `GatewayConfiguration` (docs/security.md, "Store limits"): each at its
 /// number and past it.
@@ -155,7 +156,7 @@ struct StoreLimitsTests {
         sqlite.busyTimeout = .zero
         #expect(sqlite.problem?.contains("busy timeout") == true)
 
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-limits-\(UUID().uuidString)")
+        let dir = TemporaryDirectories.make(prefix: "tidings-limits-")
         var c = GatewayConfiguration(dataDirectory: dir)
         c.storage = .custom(InMemoryGatewayStore())
         for n in [1, 1_000_000] { c.maximumPushesPerCommit = n; #expect(c.problem == nil) }
@@ -189,7 +190,7 @@ struct StoreLimitsTests {
                       (["--registry-refresh", "0"], "--registry-refresh is a number of seconds")])
     func badStoreLimitOptionsAreRefused(arguments: [String], message: String) async throws {
         guard requireTool(CrashTests.executable != nil, "the tidings executable next to the test bundle") else { return }
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-limits-\(UUID().uuidString)").path
+        let dir = TemporaryDirectories.make(prefix: "tidings-limits-").path
         let run = try await runTidings(["gateway", "--data-dir", dir, "--listen", "127.0.0.1:0", "--device-listen", "127.0.0.1:0",
                                   "--admin-listen", "off"] + arguments)
         #expect(run.status != 0)

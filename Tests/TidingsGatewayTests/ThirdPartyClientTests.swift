@@ -6,6 +6,7 @@ import TidingsDevice
 import TidingsGateway
 import TidingsStorage
 import TidingsTestSupport
+import TidingsTesting
 
 /// Real APNs clients (aioapns, httpx + PyJWT, curl; pyapns-client, apns2, gobiko-apns,
 /// kalyke-apns) against the gateway on loopback, each pointed at it as docs/clients.md says.
@@ -332,7 +333,7 @@ struct ThirdPartyClientTests {
         let other = try await post(pem, ["apns-topic: com.example.other"])
         #expect(other.stdout == #"{"reason":"TopicDisallowed"} 400"#)
 
-        let elsewhere = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-ca-\(UUID().uuidString)")
+        let elsewhere = TemporaryDirectories.make(prefix: "tidings-ca-")
         defer { try? FileManager.default.removeItem(at: elsewhere) }
         let foreign = try ProviderCertificateAuthority.ensure(in: elsewhere).authority
             .issue(bundleID: GatewayHarness.bundleID, teamID: GatewayHarness.teamID, environment: .development)

@@ -294,7 +294,7 @@ struct PushBurstTests {
     static func engineWithPushes(_ count: Int, store: any DeviceStore, presenter: any Presenter) async throws
         -> (NotificationEngine, [RemotePush], String, URL) {
         let clock = TestWallClock(now: Date())
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-burst-\(UUID().uuidString)")
+        let directory = TemporaryDirectories.make(prefix: "tidings-burst-")
         let engine = NotificationEngine(configuration: EngineConfiguration(
             clock: clock, store: store, attachments: AttachmentStore(root: directory.appendingPathComponent("attachments")),
             presenters: [presenter]))
@@ -362,7 +362,7 @@ struct PushBurstTests {
     @Test(arguments: [false, true]) func theDeliveredListKeepsTheNewestUpToItsLimit(sqlite: Bool) async throws {
         let clock = TestWallClock(now: Date())
         let presenter = RecordingPresenter()
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-limit-\(UUID().uuidString)")
+        let directory = TemporaryDirectories.make(prefix: "tidings-limit-")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let store: any DeviceStore = sqlite ? try SQLiteDeviceStore(path: directory.appendingPathComponent("device.sqlite").path) : InMemoryDeviceStore()
@@ -416,7 +416,7 @@ struct PushBurstTests {
     /// after the restart): a hand-off larger than the limit stays whole until the next trim.
     @Test func aTrimKeepsTheHandOffInProgress() async throws {
         let clock = TestWallClock(now: Date())
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-limit-\(UUID().uuidString)")
+        let directory = TemporaryDirectories.make(prefix: "tidings-limit-")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let engine = NotificationEngine(configuration: EngineConfiguration(
@@ -618,7 +618,7 @@ final class HoldingPresenter: Presenter {
 
 /// The device key is made once, mode 0600 from the moment it exists, and read back after.
 @Test func deviceKeyFileIsPrivateAndReused() throws {
-    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tidings-key-\(UUID().uuidString)")
+    let directory = TemporaryDirectories.make(prefix: "tidings-key-")
     try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(at: directory) }
     let path = directory.appendingPathComponent("device-key.pem").path

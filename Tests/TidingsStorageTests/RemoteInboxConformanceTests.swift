@@ -288,7 +288,7 @@ struct SQLiteRemoteInboxTests {
     /// The inbox's and the device store's connections keep at most `BatchWriter.pageCacheKiB`
     /// of pages (a negative `cache_size` is KiB), not SQLite's 2,000 KiB default.
     @Test func theDaemonsDatabasesHaveTheirPageCacheBound() async throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cache-\(UUID().uuidString)")
+        let dir = TemporaryDirectories.make(prefix: "cache-")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         let inbox = try SQLiteRemoteInbox(path: dir.appendingPathComponent("remote.sqlite").path)
         #expect(try await inbox.pageCacheSize() == -BatchWriter.pageCacheKiB)

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import TidingsWeb
+import TidingsTesting
 
 /// Who may use the web center (`WebAccess`, pure): Host, Origin, secret, cookie, CSRF.
 @Suite struct WebAccessTests {
@@ -73,7 +74,7 @@ import Testing
     }
 
     @Test func theSecretFileIsPrivateAndKept() throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("web-secret-\(UUID().uuidString)").path
+        let directory = TemporaryDirectories.make(prefix: "web-secret-").path
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let first = try WebSecret.loadOrCreate(dataDirectory: directory)

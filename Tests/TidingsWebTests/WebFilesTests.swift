@@ -3,6 +3,7 @@ import Testing
 import TidingsCore
 import TidingsEngine
 @testable import TidingsWeb
+import TidingsTesting
 
 /// What the center serves from disk: only files directly in the app's store (or its sounds).
 @Suite struct WebFilesTests {
@@ -15,7 +16,7 @@ import TidingsEngine
     }
 
     @Test func attachmentsOnlyFromTheAppsStore() throws {
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("web-files-\(UUID().uuidString)")
+        let root = TemporaryDirectories.make(prefix: "web-files-")
         defer { try? FileManager.default.removeItem(at: root) }
         let store = root.appendingPathComponent("attachments")
         let app = store.appendingPathComponent("com.example.app")

@@ -99,9 +99,10 @@ public actor GatewayLink: RemoteNotificationLink {
     /// again on every connection until then. Whether a connection's first read of the inbox
     /// (`loadEvents`) runs: nothing is sent on it before.
     private var loadingEvents = false
-    /// Events kept in the inbox and still to be sent on this connection, oldest first: what the
-    /// inbox holds when a connection is made (`loadEvents`), then each event as it is kept —
-    /// the sender does not read back from the inbox what it has in memory.
+    /// Events still to be sent on this connection, oldest first: what the inbox holds when a
+    /// connection is made (`loadEvents`), then each event as it is kept — the sender does not
+    /// read back from the inbox what it has in memory — and each `presented` event of a hand-off
+    /// under way as it is shown (kept later by the hand-off's mark: `unkept`).
     private var outbox: Deque<PendingDeliveryEvent> = []
     /// Events sent on this connection and not answered yet, and those refused that wait for
     /// `eventRetryInterval`.
