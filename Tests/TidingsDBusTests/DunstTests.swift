@@ -131,7 +131,8 @@ struct DunstTests {
         let id = UInt32(index + 1)
         try await mock.emit("ActivationToken", "us", [.uint32(id), .string("desktop-token")])
         try await mock.emit("ActionInvoked", "us", [.uint32(id), .string("action.input")])
-        #expect(await eventually { FileManager.default.fileExists(atPath: opened) }, "\(daemon.output)")
+        // A whole line: the script's `>>` creates the file before printf writes to it.
+        #expect(await eventually { ((try? String(contentsOfFile: opened, encoding: .utf8)) ?? "").hasSuffix("\n") }, "\(daemon.output)")
         let line = (try? String(contentsOfFile: opened, encoding: .utf8)) ?? ""
         #expect(line == "\(center)#reply=com.example.tidings.sample/saySomething/action.input desktop-token\n")
         #expect(!key.isEmpty && !line.contains(key), "the key is not in the opened address")
