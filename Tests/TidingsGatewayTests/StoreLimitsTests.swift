@@ -79,6 +79,8 @@ struct StoreLimitsTests {
         for b in batches { committer.record(b) }
         store.releaseCommits()
         for b in batches { try await b.recorded.futureResult.get() }
+        // The pushes' answers are handed to their sinks after the same commits, not before the events' promises.
+        #expect(await eventually { sink.outcomes.withLock { $0.count } == 2 })
         #expect(sink.outcomes.withLock { $0.map(\.apnsID) } == ["p0", "p1"])
         // 3 + 1 fit in 4; the third batch (2) goes in the next transaction.
         #expect(store.commitSizes.withLock { $0 } == [[1, 0], [1, 1, 4], [0, 0, 2]])

@@ -71,16 +71,21 @@ struct PushBurstTests {
     }
 
     /// A hand-off's `presented` events are kept in the inbox with its processed mark, in one
-    /// write (both or neither), not in a write of their own before it: every push's event
-    /// comes with a mark, and the gateway records each one presented.
+    /// write (both or neither), not in a write of their own: with the gateway holding its event
+    /// writes (so none is confirmed before its mark), every push's event comes with a mark, and
+    /// once the gateway takes them it records each one presented.
     @Test @MainActor func aHandOffsPresentedEventsAreKeptWithItsProcessedMarkInOneWrite() async throws {
-        let h = try await RemoteHarness.start()
-        defer { Task { await h.stop() } }
+        let store = GatedGatewayStore()
+        store.release()  // token writes are not held here
+        let h = try await RemoteHarness.start(gateway: { $0.storage = .custom(store) })
+        defer { Task { store.releaseEvents(); await h.stop() } }
         let ids = RemoteHarness.apnsIDs(0xd000, 12)
         let (app, _) = try await h.offlineApp(storing: ids)
         let inbox = CountingInbox(InMemoryRemoteInbox())
+        store.holdEvents()
         try await h.startLink(inbox: inbox, maximumHandOff: 5)
         #expect(await eventually { inbox.counts.processedPushes == ids.count })
+        store.releaseEvents()
         #expect(h.system.presenter.presentedIdentifiers == ids)
         let counts = inbox.counts
         #expect(counts.eventWrites == 0, "no write for the events alone (\(counts.eventWrites))")
@@ -140,12 +145,14 @@ struct PushBurstTests {
 
     /// A `presented` event leaves when its push is shown, not after its hand-off's processed
     /// mark; one the gateway confirms before that mark is asked for is never written to the
-    /// inbox. The first mark's write held: the first two hand-offs are shown and recorded
-    /// presented at the gateway with no mark written (before: their events waited for the
-    /// mark), and all confirmed — the first hand-off's during its mark's write, which keeps
-    /// them (asked for before), the second's before its mark. Then the gateway holds event
-    /// writes and the marks go: the second's keeps nothing, later ones keep their events; every
-    /// kept event is forgotten once confirmed — with nothing queued, in a write of their own.
+    /// inbox. The first mark's write held, and the gateway's event writes until that mark is
+    /// asked for (so it keeps what it takes: the first hand-off's events, and any of the
+    /// second's shown by then): the first two hand-offs are shown and recorded presented at the
+    /// gateway with no mark written (before: their events waited for the mark), and all
+    /// confirmed — those the first mark keeps during its write, the rest before their mark.
+    /// Then the gateway holds event writes again and the marks go: the second's keeps none of
+    /// the second hand-off's events, later ones keep theirs; every kept event is forgotten once
+    /// confirmed — with nothing queued, in a write of their own.
     @Test @MainActor func eventsLeaveBeforeTheirMarkAndConfirmedOnesAreNeverKept() async throws {
         let store = GatedGatewayStore()
         store.release()  // token writes are not held here
@@ -156,9 +163,12 @@ struct PushBurstTests {
         let turnstile = MarkTurnstile()
         let base = InMemoryRemoteInbox()
         let inbox = CountingInbox(base, beforeMark: turnstile.wait)
+        store.holdEvents()
         let link = try await h.startLink(inbox: inbox, maximumHandOff: 5)
         #expect(await eventually { inbox.counts.markSizesAsked.count == 1 }, "the first hand-off's mark asked for")
-        let first = inbox.counts.markSizesAsked[0]
+        let first = inbox.counts.markSizesAsked[0], keptFirst = inbox.counts.markEventsAsked[0]
+        #expect(keptFirst >= first, "none confirmed before the first mark")
+        store.releaseEvents()
         for id in ids.prefix(first) {
             #expect(await eventually { (try? await h.status(id).first?.presentedAt) != nil }, "\(id) recorded presented before its mark")
         }
@@ -175,8 +185,8 @@ struct PushBurstTests {
         store.holdEvents()
         turnstile.open()
         #expect(await eventually { inbox.counts.processedPushes == ids.count })
-        #expect(inbox.counts.eventsWithMarks == first + (ids.count - shown),
-                "the second hand-off's events not kept (\(inbox.counts.eventsWithMarks) kept, first \(first), \(shown) shown before)")
+        #expect(inbox.counts.eventsWithMarks == keptFirst + (ids.count - shown),
+                "the rest of the second hand-off's events not kept (\(inbox.counts.eventsWithMarks) kept, first mark \(keptFirst), \(shown) shown before)")
         #expect(await link.eventsConfirmedBeforeTheirMark == 0, "settled by their marks")
         store.releaseEvents()
         for id in ids {
@@ -443,8 +453,8 @@ struct PushBurstTests {
 final class CountingInbox: RemoteInboxStore {
     struct Counts { var receives = 0, receivedPushes = 0, unprocessedReads = 0, marks = 0, processedPushes = 0, largestMark = 0,
                     eventWrites = 0, eventsWithMarks = 0, clearedWithMarks = 0, clearWrites = 0, clearedAlone = 0, eventReads = 0
-                    /// The size of each mark asked for, before `beforeMark`.
-                    var markSizesAsked: [Int] = [] }
+                    /// The size of each mark asked for, and the events it keeps, before `beforeMark`.
+                    var markSizesAsked: [Int] = [], markEventsAsked: [Int] = [] }
     private let base: any RemoteInboxStore
     private let state = Mutex(Counts())
     private let beforeMark: @Sendable () async -> Void
@@ -466,7 +476,9 @@ final class CountingInbox: RemoteInboxStore {
         return try await base.unprocessed(after: position, limit: limit)
     }
     func markProcessed(_ pushes: [RemotePush], keeping events: [PendingDeliveryEvent], clearing confirmed: [PendingDeliveryEvent]) async throws {
-        state.withLock { $0.clearedWithMarks += confirmed.count; $0.markSizesAsked.append(pushes.count) }  // counted as the mark is asked for, before a gate
+        state.withLock {  // counted as the mark is asked for, before a gate
+            $0.clearedWithMarks += confirmed.count; $0.markSizesAsked.append(pushes.count); $0.markEventsAsked.append(events.count)
+        }
         await beforeMark()
         state.withLock {
             $0.marks += 1; $0.processedPushes += pushes.count; $0.largestMark = max($0.largestMark, pushes.count)

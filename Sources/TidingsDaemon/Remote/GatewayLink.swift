@@ -148,6 +148,8 @@ public actor GatewayLink: RemoteNotificationLink {
     private var recovered = false
     /// Tasks waiting for room in the queue or the end of recovery (`waitForChange`).
     private var changeWaiters: [CheckedContinuation<Void, Never>] = []
+    /// Counts `wakeWaiters` calls: whether something changed while receipt was away from the actor.
+    private var changes = 0
     /// Per app whose hand-off runs, the `presented` events the engine reported during it: sent
     /// at once, and kept in the inbox with the hand-off's processed mark, in one write, unless
     /// the gateway confirmed them before (`processApp`).
@@ -254,6 +256,7 @@ public actor GatewayLink: RemoteNotificationLink {
     }
 
     private func wakeWaiters() {
+        changes &+= 1
         let waiters = changeWaiters
         changeWaiters = []
         for waiter in waiters { waiter.resume() }
@@ -338,15 +341,20 @@ public actor GatewayLink: RemoteNotificationLink {
                 let room = await waitForRoom()
                 isWaitingForRoom = false
                 guard room else { break }
+                let changesBefore = changes
                 guard let burst = try await connection.pushes.take(
                     maximumPushes: min(configuration.maximumQueuedPushes - queued.pushes, eventRoom),
                     maximumPayloadBytes: configuration.maximumQueuedPayloadBytes - queued.payloadBytes,
                     firstAlways: queued.pushes == 0) else { break }
                 if burst.isEmpty {
-                    // The next push does not fit beside what is queued: after the next hand-off.
-                    isWaitingForRoom = true
-                    await waitForChange()
-                    isWaitingForRoom = false
+                    // The next push does not fit beside what is queued: after the next hand-off —
+                    // unless one finished while `take` ran with the room measured before it (its
+                    // wake-up came before this wait; waiting now would wait for another).
+                    if changes == changesBefore {
+                        isWaitingForRoom = true
+                        await waitForChange()
+                        isWaitingForRoom = false
+                    }
                     continue
                 }
                 var pushes: [RemotePush] = []
