@@ -89,8 +89,7 @@ struct DeliveryEventTests {
                              inbox: (any RemoteInboxStore)? = nil) async throws -> RefusedEvent {
         let directory = system.directory.appendingPathComponent("gateway")
         let teamKey = P256.Signing.PrivateKey()
-        let store = GatedGatewayStore()
-        store.release()  // token writes are not held here
+        let store = GatedGatewayStore(holdingTokenWrites: false)
         store.failEvents.store(true, ordering: .relaxed)
         let gateway = try await startGateway(directory: directory, devicePort: RestartPorts.take(), clock: clock, storage: .custom(store), teamKey: teamKey)
         try await system.install(bundle)
@@ -155,8 +154,7 @@ struct DeliveryEventTests {
         let system = try await NotificationTestSystem.start(storage: .sqlite, clock: clock)
         defer { Task { await system.shutdown() } }
         let teamKey = P256.Signing.PrivateKey()
-        let store = GatedGatewayStore()
-        store.release()  // token writes are not held here
+        let store = GatedGatewayStore(holdingTokenWrites: false)
         store.failEvents.store(true, ordering: .relaxed)
         let gateway = try await Self.startGateway(directory: system.directory.appendingPathComponent("gateway"), devicePort: 0, clock: clock,
                                                   storage: .custom(store), teamKey: teamKey)

@@ -75,9 +75,7 @@ struct PushBurstTests {
     /// writes (so none is confirmed before its mark), every push's event comes with a mark, and
     /// once the gateway takes them it records each one presented.
     @Test @MainActor func aHandOffsPresentedEventsAreKeptWithItsProcessedMarkInOneWrite() async throws {
-        let store = GatedGatewayStore()
-        store.release()  // token writes are not held here
-        let h = try await RemoteHarness.start(gateway: { $0.storage = .custom(store) })
+        let (h, store) = try await RemoteHarness.startWithEventGate()
         defer { Task { store.releaseEvents(); await h.stop() } }
         let ids = RemoteHarness.apnsIDs(0xd000, 12)
         let (app, _) = try await h.offlineApp(storing: ids)
@@ -107,9 +105,7 @@ struct PushBurstTests {
     /// depending on whether the confirmations came before the second began its write) forgets
     /// them. Each kept event is forgotten once.
     @Test @MainActor func confirmedEventsAreForgottenWithTheNextHandOff() async throws {
-        let store = GatedGatewayStore()
-        store.release()  // token writes are not held here
-        let h = try await RemoteHarness.start(gateway: { $0.storage = .custom(store) })
+        let (h, store) = try await RemoteHarness.startWithEventGate()
         defer { Task { store.releaseEvents(); await h.stop() } }
         let ids = RemoteHarness.apnsIDs(0xd200, 15)
         let (app, _) = try await h.offlineApp(storing: ids)
@@ -154,9 +150,7 @@ struct PushBurstTests {
     /// the second hand-off's events, later ones keep theirs; every kept event is forgotten once
     /// confirmed — with nothing queued, in a write of their own.
     @Test @MainActor func eventsLeaveBeforeTheirMarkAndConfirmedOnesAreNeverKept() async throws {
-        let store = GatedGatewayStore()
-        store.release()  // token writes are not held here
-        let h = try await RemoteHarness.start(gateway: { $0.storage = .custom(store) })
+        let (h, store) = try await RemoteHarness.startWithEventGate()
         defer { Task { store.releaseEvents(); await h.stop() } }
         let ids = RemoteHarness.apnsIDs(0xd600, 15)
         let (app, _) = try await h.offlineApp(storing: ids)
@@ -260,9 +254,7 @@ struct PushBurstTests {
     /// waits. The gateway holds every event write: the first push's message waits there, the
     /// second push's goes, the third's waits in the link; released, all three are recorded.
     @Test @MainActor func eventsGoInASecondMessageWhileTheFirstWaits() async throws {
-        let store = GatedGatewayStore()
-        store.release()  // token writes are not held here
-        let h = try await RemoteHarness.start(gateway: { $0.storage = .custom(store) })
+        let (h, store) = try await RemoteHarness.startWithEventGate()
         defer { Task { store.releaseEvents(); await h.stop() } }
         let (app, token) = try await h.offlineApp()
         let link = try await h.startLink()

@@ -11,6 +11,7 @@ import TidingsDevice
 import TidingsEngine
 import TidingsGateway
 import TidingsStorage
+import TidingsTestSupport
 import TidingsTesting
 @_spi(Tidings) import UserNotifications
 
@@ -69,6 +70,14 @@ final class RemoteHarness: Sendable {
         try await gateway.register(app: GatewayAppRecord(bundleID: bundleID, teamID: teamID, storagePolicy: storagePolicy, createdAt: now))
         if connect { _ = try await harness.startLink() }
         return harness
+    }
+
+    /// A harness whose gateway stores in a `GatedGatewayStore` that lets token writes through:
+    /// the test holds the gateway's event writes (`holdEvents`) or makes them fail. The test
+    /// releases them before stopping the harness.
+    static func startWithEventGate() async throws -> (RemoteHarness, GatedGatewayStore) {
+        let store = GatedGatewayStore(holdingTokenWrites: false)
+        return (try await start(gateway: { $0.storage = .custom(store) }), store)
     }
 
     /// Starts the daemon's gateway link (again) on the same data directory; waits until it is connected.

@@ -6,7 +6,11 @@ import TidingsStorage
 /// An in-memory store whose token writes can be held (until `release`) and whose event
 /// writes can be made to fail.
 public final class GatedGatewayStore: GatewayStore {
-    public init() {}
+    /// `holdingTokenWrites: false`: token writes go through from the start (as after
+    /// `release()`), for tests that hold or fail only the event writes.
+    public init(holdingTokenWrites: Bool = true) {
+        if !holdingTokenWrites { open.store(true, ordering: .releasing) }
+    }
     public let inner = InMemoryGatewayStore()
     private let gate = DispatchSemaphore(value: 0)
     private let entered = DispatchSemaphore(value: 0)
