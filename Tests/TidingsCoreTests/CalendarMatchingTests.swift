@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-import TidingsCore
+@testable import TidingsCore
 
 @Suite("CalendarMatching.nextDate")
 struct CalendarMatchingTests {
@@ -159,4 +159,61 @@ struct CalendarMatchingTests {
         let days = Set(fires.map { calendar.startOfDay(for: $0) })
         #expect(days.count == 400)
     }
+
+    /// Leap months (Chinese calendar), searched month by month: Foundation's own search for a
+    /// day in any leap month ran 9 s and answered nil (`FuzzTrigger`, CI of 52e8e99).
+    @Test func leapMonthsOfTheChineseCalendar() {
+        let start = Self.date(2026, 11, 26, in: Self.utc)
+        func chinese(month: Int? = nil, day: Int? = nil, minute: Int? = nil, leap: Bool) -> DateComponents {
+            var components = DateComponents(month: month, day: day, minute: minute)
+            components.calendar = Calendar(identifier: .chinese)
+            if leap { components.isLeapMonth = true }
+            return components
+        }
+        // Day 4 of the regular fifth month, then of the leap fifth month of 2028 (the month
+        // after the regular one), as Foundation answers when a month is named.
+        #expect(next(chinese(month: 5, day: 4, leap: false), after: start, zone: Self.utc) == "2027-06-08 00:00:00 +0")
+        #expect(next(chinese(month: 5, day: 4, leap: true), after: start, zone: Self.utc) == "2028-06-26 00:00:00 +0")
+        #expect(next(chinese(month: 5, leap: true), after: start, zone: Self.utc) == "2028-06-23 00:00:00 +0")
+        // No month: day 4 of each leap month in turn (2028's fifth, 2031's third, 2033's eleventh).
+        var date = start
+        var fires: [String] = []
+        for _ in 0..<3 {
+            guard let fire = CalendarMatching.nextDate(after: date, matching: chinese(day: 4, minute: 2, leap: true), defaultTimeZone: Self.utc) else { break }
+            fires.append(Self.wall(fire, in: Self.utc))
+            date = fire
+        }
+        #expect(fires == ["2028-06-26 00:02:00 +0", "2031-04-25 00:02:00 +0", "2033-12-25 00:02:00 +0"])
+        // A year of the 60-year cycle: 2028 is its 45th, and has a leap month; its 46th has none.
+        var cycleYear = chinese(day: 4, leap: true)
+        cycleYear.year = 45
+        #expect(next(cycleYear, after: start, zone: Self.utc) == "2028-06-26 00:00:00 +0")
+        cycleYear.year = 46
+        #expect(CalendarMatching.nextDate(after: start, matching: cycleYear, defaultTimeZone: Self.utc) == nil)
+        // The rarest within the horizon: a leap first month, in 2148; a leap twelfth month
+        // (next in 2501) lies beyond it.
+        let first = CalendarMatching.nextDate(after: start, matching: chinese(month: 1, day: 4, leap: true), defaultTimeZone: Self.utc)
+        #expect(Self.wall(first, in: Self.utc) == "2148-02-23 00:00:00 +0")
+        #expect(CalendarMatching.nextDate(after: start, matching: chinese(month: 12, leap: true), defaultTimeZone: Self.utc) == nil)
+        // Months that are never leap: no thirteenth month in this calendar, none in the Gregorian one.
+        #expect(CalendarMatching.nextDate(after: start, matching: chinese(month: 13, leap: true), defaultTimeZone: Self.utc) == nil)
+        var gregorian = DateComponents(day: 4)
+        gregorian.isLeapMonth = true
+        #expect(CalendarMatching.nextDate(after: start, matching: gregorian, defaultTimeZone: Self.utc) == nil)
+    }
+
+    /// The search's bound: a leap month past the horizon is no date.
+    @Test func leapMonthSearchStopsAtItsHorizon() {
+        var calendar = Calendar(identifier: .chinese)
+        calendar.timeZone = Self.utc
+        var components = DateComponents(day: 4)
+        components.isLeapMonth = true
+        let start = Self.date(2026, 11, 26, in: Self.utc)
+        // The first leap month from here begins in June 2028.
+        #expect(CalendarMatching.nextInLeapMonth(after: start, matching: components, calendar: calendar, horizonYears: 1) == nil)
+        let within = CalendarMatching.nextInLeapMonth(after: start, matching: components, calendar: calendar, horizonYears: 2)
+        #expect(Self.wall(within, in: Self.utc) == "2028-06-26 00:00:00 +0")
+        #expect(CalendarMatching.leapMonthHorizonYears == 200)
+    }
 }
+

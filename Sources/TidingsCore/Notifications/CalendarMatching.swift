@@ -41,7 +41,68 @@ public enum CalendarMatching {
         // Nothing to match: Foundation would answer "the next instant"; Apple's trigger
         // has no date in that case.
         guard hasAny, isPlausible(matching) else { return nil }
+        if matching.isLeapMonth == true {
+            return nextInLeapMonth(after: date, matching: matching, calendar: calendar, horizonYears: leapMonthHorizonYears)
+        }
+        return search(after: date, matching: matching, calendar: calendar)
+    }
 
+    /// How far ahead a leap-month trigger is looked for: 200 years of the calendar's months
+    /// (≈ 2,500 steps; ≈ 0.2 s in the Chinese calendar, release, when none matches). Every
+    /// leap month of the Chinese calendar but the 12th (next in 2501) comes round within it.
+    /// Foundation's own search for `isLeapMonth` never ended for some components (a day
+    /// with no month, found by `FuzzTrigger`) and took seconds for others.
+    public static let leapMonthHorizonYears = 200
+
+    /// A leap month, found month by month: the first instant after `date` in a leap month
+    /// (with the asked month number, if any) that matches the other components. Each step
+    /// moves to the next month, or returns, or jumps: the other components' next match after
+    /// a leap month's start is where the next candidate can begin. A calendar without leap
+    /// months (Gregorian; Hebrew, as Foundation numbers its months) answers nil once the
+    /// horizon's months are scanned (milliseconds: no month there is a leap month).
+    static func nextInLeapMonth(after date: Date, matching: DateComponents, calendar: Calendar, horizonYears: Int) -> Date? {
+        if let wanted = matching.month, let months = calendar.maximumRange(of: .month), !months.contains(wanted) { return nil }
+        var others = matching
+        others.isLeapMonth = nil
+        others.month = nil
+        let hasOthers = matchableComponents.contains { others.value(for: $0) != nil }
+        guard let horizon = calendar.date(byAdding: .year, value: horizonYears, to: date),
+              var start = calendar.dateInterval(of: .month, for: date)?.start else { return nil }
+        while start < horizon {
+            guard let end = calendar.date(byAdding: .month, value: 1, to: start), end > start else { return nil }
+            let fields = calendar.dateComponents([.era, .year, .month, .isLeapMonth], from: start)
+            // A leap month in another year or era is passed over here: Foundation's search for
+            // a year of the 60-year cycle takes up to a second for each leap month it is asked from.
+            guard fields.isLeapMonth == true, matching.month == nil || fields.month == matching.month,
+                  matching.year == nil || fields.year == matching.year, matching.era == nil || fields.era == matching.era else {
+                start = end
+                continue
+            }
+            guard hasOthers else {
+                // Only the month asked for: its first instant (the leap month under way began
+                // before `date`, and its start is no answer).
+                if start > date { return start }
+                start = end
+                continue
+            }
+            // The month's first instant matches too: search from just before it.
+            var found = search(after: max(date, start.addingTimeInterval(-0.001)), matching: others, calendar: calendar)
+            // A nanosecond component can match in the millisecond before the month.
+            if let early = found, early < start {
+                found = search(after: early, matching: others, calendar: calendar)
+            }
+            guard let found, found < horizon else { return nil }
+            if found < end { return found }
+            // The others' next match lies beyond this month: no leap month before it holds
+            // one, so the scan goes on from the month it falls in.
+            guard let landing = calendar.dateInterval(of: .month, for: found)?.start, landing >= end else { return nil }
+            start = landing
+        }
+        return nil
+    }
+
+    /// Components without a leap month: Foundation's search, its answers checked.
+    private static func search(after date: Date, matching: DateComponents, calendar: Calendar) -> Date? {
         // `.nextTime` moves a missing wall time (DST gap) forward to the next existing
         // instant — but it also turns a missing *day* (Feb 29 in a common year) into the
         // start of the next day. Keep its answer only when every date-level component
