@@ -30,6 +30,10 @@
 # stopped by its PID. KEEP=SECONDS: on a failure, the processes stay up that long first (to
 # look at the gateway's /metrics, the databases, the daemon) — how the lost events were found.
 # DELIVERED_LIMIT: the daemon's --delivered-limit (default: every push of the run is kept).
+# TIMELINE=MS: each daemon round's pushes in MS-wide slices of their acceptance (see timeline()).
+# SETTLE=SECONDS: a pause before each daemon round, after the reference round (default 0): the
+# gateway's background checkpoint of the reference round's 100,000 pushes otherwise overlaps
+# the daemon round's first second, where most of its p99 came from (docs/benchmarks.md).
 # RATE: the daemon phase's offered load in pushes/s (h2load --rps, still at most 64 in flight):
 # provider → presented "under that load", not at whatever rate saturates the two cores (unset:
 # as fast as the gateway answers, which measures the most the path takes).
@@ -106,6 +110,18 @@ latency() {
         NR, shown, presented, NR * 1000 / (last - first), last - first, received, after}' "$WORK/latency"
 }
 
+# TIMELINE=MS: after each daemon round, its pushes by when they were accepted, MS at a time:
+# how many, and the mean of each leg in ms (provider → shown is empty for pushes trimmed off
+# the delivered list). Where the p99 comes from: a steady queue, or build-ups and when.
+timeline() {
+  echo "  accepted at   pushes  → presented (mean / max)   → shown   → received   received → presented"
+  awk -F'[ ]' -v ms="$1" '{print $3, $1, $2, $5, $6}' "$WORK/latency" | sort -n | awk -F'[ ]' -v ms="$1" '
+    NR == 1 {t0 = $1}
+    {b = int(($1 - t0) / ms); n[b]++; p[b] += $2; if ($2 > m[b]) m[b] = $2; if ($3 != "") {s[b] += $3; ns[b]++}; r[b] += $4; a[b] += $5; if (b > last) last = b}
+    END {for (i = 0; i <= last; i++) if (n[i]) printf "  %7d ms %8d %9.1f / %4d %9s %10.1f %12.1f\n", i * ms, n[i], p[i] / n[i], m[i],
+         ns[i] ? sprintf("%.1f", s[i] / ns[i]) : "-", r[i] / n[i], a[i] / n[i]}'
+}
+
 "$TIDINGS" keys create --data-dir "$G" --team TEAM123456 --key-id REMOTEKEY1 -o "$WORK/key.p8" --app "$BUNDLE" --storage-policy all >/dev/null
 # --unauthenticated-stream-limit 64: as in Benchmarks/gateway/bench.sh (h2load sends its first
 # 64 streams before it reads the gateway's SETTINGS, and does not retry REFUSED_STREAM).
@@ -165,11 +181,13 @@ for round in $(seq "$ROUNDS"); do
   echo "round $round, reference (ack-only device): $accepted; $(grep RECEIVED "$WORK/ref.log" | sed 's/^RECEIVED //'); gateway CPU $(per_push $((g1 - g0)) "$PUSHES") µs per push | load $(load)"
 
   # The daemon.
+  sleep "${SETTLE:-0}"
   seq0=$(last_seq); p0=$(presented); g0=$(ticks "$GW"); d0=$(ticks "$DAEMON")
   accepted=$(h2 "$TOKEN" "$PUSHES" 64 1 "${RATE:-}")
   wait_presented $((p0 + PUSHES))
   g1=$(ticks "$GW"); d1=$(ticks "$DAEMON")
   echo "round $round, daemon: $accepted; $(latency "$seq0"); CPU per push: daemon $(per_push $((d1 - d0)) "$PUSHES") µs, gateway $(per_push $((g1 - g0)) "$PUSHES") µs | load $(load)"
+  [ -n "${TIMELINE:-}" ] && timeline "$TIMELINE"
 done
 
 if [ "$BACKLOG" -gt 0 ]; then

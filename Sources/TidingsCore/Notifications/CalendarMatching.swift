@@ -26,6 +26,8 @@ public enum CalendarMatching {
     /// - A date that does not exist this year (February 29) is skipped until it exists;
     ///   components that can never match (month 2 day 30, hour 25) and dates wholly in the
     ///   past return nil.
+    /// - `isLeapMonth`: an instant in a leap month (Chinese calendar), found month by month
+    ///   within `leapMonthHorizonYears`; nil past it, and in a calendar without leap months.
     public static func nextDate(after date: Date, matching components: DateComponents, defaultTimeZone: TimeZone) -> Date? {
         var calendar = components.calendar ?? Calendar(identifier: .gregorian)
         calendar.timeZone = components.timeZone ?? defaultTimeZone
