@@ -19,15 +19,22 @@ public final class GatedGatewayStore: GatewayStore {
     /// Event writes attempted (failed ones included).
     public let eventWrites = Atomic<Int>(0)
     private let eventGate = DispatchSemaphore(value: 0)
-    private let holdingEvents = Atomic<Bool>(false)
+    /// Whether event writes are held, and how many wait. A release signals exactly the writes
+    /// that wait: a permit left over would let a write through a later `holdEvents()` (with
+    /// 1,000 signals per release, a test that held events a second time held nothing, and
+    /// passed only while its marks outran the confirmations).
+    private let eventHold = Mutex((holding: false, waiting: 0))
 
     /// Holds every event write from now on (its thread waits) until `releaseEvents()`.
-    public func holdEvents() { holdingEvents.store(true, ordering: .releasing) }
+    public func holdEvents() { eventHold.withLock { $0.holding = true } }
 
     /// Lets held event writes (and every later one) through.
     public func releaseEvents() {
-        holdingEvents.store(false, ordering: .releasing)
-        for _ in 0..<1000 { eventGate.signal() }
+        let waiting = eventHold.withLock { hold in
+            defer { hold = (false, 0) }
+            return hold.waiting
+        }
+        for _ in 0..<waiting { eventGate.signal() }
     }
 
     /// Lets held token writes (and every later one) through.
@@ -78,7 +85,11 @@ public final class GatedGatewayStore: GatewayStore {
     public func status(apnsID: String) throws(GatewayStoreError) -> [PushStatus] { inner.status(apnsID: apnsID) }
     public func recordEvent(_ event: DeliveryEvent, apnsID: String, deviceID: String, at: EpochMilliseconds) throws(GatewayStoreError) -> Bool {
         eventWrites.add(1, ordering: .relaxed)
-        if holdingEvents.load(ordering: .acquiring) { eventGate.wait() }
+        let held = eventHold.withLock { hold in
+            if hold.holding { hold.waiting += 1 }
+            return hold.holding
+        }
+        if held { eventGate.wait() }
         if failEvents.load(ordering: .relaxed) { throw .backend("events fail") }
         return inner.recordEvent(event, apnsID: apnsID, deviceID: deviceID, at: at)
     }
