@@ -52,8 +52,10 @@ public enum AdminEndpointClient {
         return try await channel.executeThenClose { inbound, outbound in
             var headers = HTTPHeaders([("host", host), ("connection", "close")])
             if let token { headers.add(name: "authorization", value: "bearer \(token)") }
-            try await outbound.write(.head(HTTPRequestHead(version: .http1_1, method: .GET, uri: path, headers: headers)))
-            try await outbound.write(.end(nil))
+            // Head and end in one write: a GET without a body is whole once its head arrives, and
+            // the endpoint answers and closes (`connection: close`) at once — an `end` written
+            // after that failed with "I/O on closed channel" instead of reading the answer.
+            try await outbound.write(contentsOf: [.head(HTTPRequestHead(version: .http1_1, method: .GET, uri: path, headers: headers)), .end(nil)])
             var status = 0
             var body: [UInt8] = []
             for try await part in inbound {
