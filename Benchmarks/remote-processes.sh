@@ -31,9 +31,10 @@
 # look at the gateway's /metrics, the databases, the daemon) — how the lost events were found.
 # DELIVERED_LIMIT: the daemon's --delivered-limit (default: every push of the run is kept).
 # TIMELINE=MS: each daemon round's pushes in MS-wide slices of their acceptance (see timeline()).
-# SETTLE=SECONDS: a pause before each daemon round, after the reference round (default 0): the
-# gateway's background checkpoint of the reference round's 100,000 pushes otherwise overlaps
-# the daemon round's first second, where most of its p99 came from (docs/benchmarks.md).
+# SETTLE=SECONDS: a pause before each daemon round, after the reference round (default 0), so
+# that the gateway's background work after the reference round does not overlap the daemon
+# round's first second (in one quiet round that second held most of its p99; a pause of 3 s
+# has not been shown to lower the p99: docs/benchmarks.md, session 16).
 # RATE: the daemon phase's offered load in pushes/s (h2load --rps, still at most 64 in flight):
 # provider → presented "under that load", not at whatever rate saturates the two cores (unset:
 # as fast as the gateway answers, which measures the most the path takes).
@@ -115,7 +116,7 @@ latency() {
 # the delivered list). Where the p99 comes from: a steady queue, or build-ups and when.
 timeline() {
   echo "  accepted at   pushes  → presented (mean / max)   → shown   → received   received → presented"
-  awk -F'[ ]' -v ms="$1" '{print $3, $1, $2, $5, $6}' "$WORK/latency" | sort -n | awk -F'[ ]' -v ms="$1" '
+  awk -F'[ ]' '{print $3, $1, $2, $5, $6}' "$WORK/latency" | sort -n | awk -F'[ ]' -v ms="$1" '
     NR == 1 {t0 = $1}
     {b = int(($1 - t0) / ms); n[b]++; p[b] += $2; if ($2 > m[b]) m[b] = $2; if ($3 != "") {s[b] += $3; ns[b]++}; r[b] += $4; a[b] += $5; if (b > last) last = b}
     END {for (i = 0; i <= last; i++) if (n[i]) printf "  %7d ms %8d %9.1f / %4d %9s %10.1f %12.1f\n", i * ms, n[i], p[i] / n[i], m[i],

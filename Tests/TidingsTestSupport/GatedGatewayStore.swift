@@ -4,44 +4,29 @@ import TidingsCore
 import TidingsStorage
 
 /// An in-memory store whose token writes can be held (until `release`) and whose event
-/// writes can be made to fail.
+/// writes can be held (`holdEvents`, as often as a test needs) or made to fail.
 public final class GatedGatewayStore: GatewayStore {
     /// `holdingTokenWrites: false`: token writes go through from the start (as after
     /// `release()`), for tests that hold or fail only the event writes.
     public init(holdingTokenWrites: Bool = true) {
-        if !holdingTokenWrites { open.store(true, ordering: .releasing) }
+        tokenGate = BlockingGate(holding: holdingTokenWrites)
     }
     public let inner = InMemoryGatewayStore()
-    private let gate = DispatchSemaphore(value: 0)
+    private let tokenGate: BlockingGate
     private let entered = DispatchSemaphore(value: 0)
-    private let open = Atomic<Bool>(false)
     public let failEvents = Atomic<Bool>(false)
     /// Event writes attempted (failed ones included).
     public let eventWrites = Atomic<Int>(0)
-    private let eventGate = DispatchSemaphore(value: 0)
-    /// Whether event writes are held, and how many wait. A release signals exactly the writes
-    /// that wait: a permit left over would let a write through a later `holdEvents()` (with
-    /// 1,000 signals per release, a test that held events a second time held nothing, and
-    /// passed only while its marks outran the confirmations).
-    private let eventHold = Mutex((holding: false, waiting: 0))
+    private let eventGate = BlockingGate(holding: false)
 
     /// Holds every event write from now on (its thread waits) until `releaseEvents()`.
-    public func holdEvents() { eventHold.withLock { $0.holding = true } }
+    public func holdEvents() { eventGate.hold() }
 
     /// Lets held event writes (and every later one) through.
-    public func releaseEvents() {
-        let waiting = eventHold.withLock { hold in
-            defer { hold = (false, 0) }
-            return hold.waiting
-        }
-        for _ in 0..<waiting { eventGate.signal() }
-    }
+    public func releaseEvents() { eventGate.release() }
 
     /// Lets held token writes (and every later one) through.
-    public func release() {
-        open.store(true, ordering: .releasing)
-        for _ in 0..<1000 { gate.signal() }
-    }
+    public func release() { tokenGate.release() }
 
     /// Waits (at most 10 s of real time) until a token write is held.
     public func waitUntilATokenWriteIsStuck() async -> Bool {
@@ -59,10 +44,7 @@ public final class GatedGatewayStore: GatewayStore {
     public func registerDevice(_ device: GatewayDeviceRecord) throws(GatewayStoreError) { inner.registerDevice(device) }
     public func device(id: String) throws(GatewayStoreError) -> GatewayDeviceRecord? { inner.device(id: id) }
     public func addToken(_ token: DeviceTokenRecord) throws(GatewayStoreError) {
-        if !open.load(ordering: .acquiring) {
-            entered.signal()
-            gate.wait()
-        }
+        tokenGate.pass(beforeWaiting: { _ = entered.signal() })
         try inner.addToken(token)
     }
     public func token(_ token: String) throws(GatewayStoreError) -> DeviceTokenRecord? { inner.token(token) }
@@ -85,16 +67,45 @@ public final class GatedGatewayStore: GatewayStore {
     public func status(apnsID: String) throws(GatewayStoreError) -> [PushStatus] { inner.status(apnsID: apnsID) }
     public func recordEvent(_ event: DeliveryEvent, apnsID: String, deviceID: String, at: EpochMilliseconds) throws(GatewayStoreError) -> Bool {
         eventWrites.add(1, ordering: .relaxed)
-        let held = eventHold.withLock { hold in
-            if hold.holding { hold.waiting += 1 }
-            return hold.holding
-        }
-        if held { eventGate.wait() }
+        eventGate.pass()
         if failEvents.load(ordering: .relaxed) { throw .backend("events fail") }
         return inner.recordEvent(event, apnsID: apnsID, deviceID: deviceID, at: at)
     }
     public func expirePushes(now: EpochMilliseconds, limit: Int) throws(GatewayStoreError) -> Int { inner.expirePushes(now: now, limit: limit) }
     public func prunePushes(finishedBefore cutoff: EpochMilliseconds, limit: Int) throws(GatewayStoreError) -> Int {
         inner.prunePushes(finishedBefore: cutoff, limit: limit)
+    }
+}
+
+/// Where a store's writes wait while a test holds them (their threads block). A release lets
+/// exactly the waiting writes through, and every later one until the next `hold()`: no permit
+/// is left over for a later hold (the store's gates signalled 1,000 times per release, so a
+/// test that held the event writes a second time held nothing, and passed only while its marks
+/// outran the confirmations).
+final class BlockingGate: Sendable {
+    private let state: Mutex<(holding: Bool, waiting: Int)>
+    private let semaphore = DispatchSemaphore(value: 0)
+
+    init(holding: Bool) { state = Mutex((holding, 0)) }
+
+    func hold() { state.withLock { $0.holding = true } }
+
+    func release() {
+        let waiting = state.withLock { gate in
+            defer { gate = (false, 0) }
+            return gate.waiting
+        }
+        for _ in 0..<waiting { semaphore.signal() }
+    }
+
+    /// Returns at once unless held; held, calls `beforeWaiting` and waits for the release.
+    func pass(beforeWaiting: () -> Void = {}) {
+        let held = state.withLock { gate in
+            if gate.holding { gate.waiting += 1 }
+            return gate.holding
+        }
+        guard held else { return }
+        beforeWaiting()
+        semaphore.wait()
     }
 }
