@@ -18,11 +18,13 @@
 #                  the gateway and h2load without a daemon, the same minute
 #   daemon         PUSHES to the daemon's token, h2load -c 1 -m 64
 #   backlog        the daemon stopped (SIGTERM), BACKLOG pushes stored, the daemon started
-# "Presented" is the gateway's record of the daemon's `presented` event (a push shown, then the
-# event sent back and committed in gateway.sqlite): provider → presented is, per push,
-# `presented_at - accepted_at` in gateway.sqlite (milliseconds, the gateway's clock), and the
-# rate is pushes / (last presented_at - first accepted_at). The script waits on
-# tidings_gateway_delivery_events_total{event="presented"} at the admin endpoint.
+# "Presented" is the time the daemon handed the push to its presenters, as its `presented` event
+# carries it (`occurredAt`, the daemon's clock — this machine's, as the gateway's) and the gateway
+# records it in gateway.sqlite once the event is back: provider → presented is, per push,
+# `presented_at - accepted_at` (milliseconds), and the rate is pushes / (last presented_at -
+# first accepted_at). (Before the events carried their time, presented_at was when the event
+# reached the gateway's commit: the way back was in it — docs/benchmarks.md, session 17.) The
+# script waits on tidings_gateway_delivery_events_total{event="presented"} at the admin endpoint.
 # CPU per push: /proc/PID/stat utime + stime (10 ms ticks) over the phase, for the daemon and
 # for the gateway. Binaries: TIDINGS / DEVICE (gateway-bench), else built in release into
 # .build-bench (as Benchmarks/soak.sh). Ports (127.0.0.1 only): REMOTE_PORT (provider),

@@ -176,9 +176,11 @@ public final class DeviceConnection: Sendable {
 
     /// Reports a later stage of a push (shown to the person, answered), without waiting.
     /// `sequence`: the push's, as its `push` message carried it (the gateway then finds the
-    /// push by it; without, by searching the device's pushes for the apns-id).
-    public func report(_ event: DeviceDeliveryEvent, apnsID: String, sequence: Int64? = nil) {
-        send(.event(apnsID: apnsID, event: event.rawValue, sequence: sequence))
+    /// push by it; without, by searching the device's pushes for the apns-id). `occurredAt`:
+    /// when it happened (milliseconds since 1970, this device's clock), which the gateway
+    /// records; without, it records when the report arrived.
+    public func report(_ event: DeviceDeliveryEvent, apnsID: String, sequence: Int64? = nil, occurredAt: Int64? = nil) {
+        send(.event(apnsID: apnsID, event: event.rawValue, sequence: sequence, occurredAt: occurredAt))
     }
 
     /// Whether the gateway confirms delivery events (its `welcome` said `"events":true`).
@@ -189,18 +191,18 @@ public final class DeviceConnection: Sendable {
     /// `report` sends it: false, once sent. Throws when the connection ends first or the
     /// gateway could not record it: report it again (recording twice is harmless).
     @discardableResult
-    public func record(_ event: DeviceDeliveryEvent, apnsID: String, sequence: Int64? = nil) async throws -> Bool {
+    public func record(_ event: DeviceDeliveryEvent, apnsID: String, sequence: Int64? = nil, occurredAt: Int64? = nil) async throws -> Bool {
         guard shared.recordsEvents else {
-            report(event, apnsID: apnsID, sequence: sequence)
+            report(event, apnsID: apnsID, sequence: sequence, occurredAt: occurredAt)
             return false
         }
-        let reply = try await request { id in .event(apnsID: apnsID, event: event.rawValue, requestID: id, sequence: sequence) }
+        let reply = try await request { id in .event(apnsID: apnsID, event: event.rawValue, requestID: id, sequence: sequence, occurredAt: occurredAt) }
         guard case .eventRecorded = reply else { throw DeviceClientError(reason: "ProtocolError", message: "unexpected \(reply)") }
         return true
     }
 
-    /// At most this many events in one `events` message: each is at most ≈ 110 bytes on the
-    /// wire (a UUID, a stage, a sequence), so a message stays far under the gateway's 64 KiB frame.
+    /// At most this many events in one `events` message: each is at most ≈ 140 bytes on the
+    /// wire (a UUID, a stage, a sequence, a time), so a message stays far under the gateway's 64 KiB frame.
     public static let maximumEventsPerMessage = 256
 
     /// Reports several later stages at once and waits until the gateway has made them all
@@ -215,7 +217,9 @@ public final class DeviceConnection: Sendable {
         guard shared.batchedEvents else {
             return try await withThrowingTaskGroup(of: Bool.self) { group in
                 for e in events {
-                    group.addTask { try await self.record(DeviceDeliveryEvent(rawValue: e.event), apnsID: e.apnsID, sequence: e.sequence) }
+                    group.addTask {
+                        try await self.record(DeviceDeliveryEvent(rawValue: e.event), apnsID: e.apnsID, sequence: e.sequence, occurredAt: e.occurredAt)
+                    }
                 }
                 var confirmed = true
                 for try await one in group { confirmed = confirmed && one }

@@ -270,8 +270,9 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
             }
             for sequence in sequences { acknowledged(sequence, session: session) }
             return
-        case .event(let apnsID, let event, let requestID, let sequence):
-            queueEvents(CollectionOfOne(DeviceEventItem(apnsID: apnsID, event: event, sequence: sequence)), requestID: requestID, context: context)
+        case .event(let apnsID, let event, let requestID, let sequence, let occurredAt):
+            queueEvents(CollectionOfOne(DeviceEventItem(apnsID: apnsID, event: event, sequence: sequence, occurredAt: occurredAt)),
+                        requestID: requestID, context: context)
             return
         case .events(let requestID, let items):
             queueEvents(items, requestID: requestID, context: context)
@@ -388,7 +389,9 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
                 return
             }
             let known = DeliveryEvent(rawValue: item.event)
-            if known == .presented || known == .answered { reports.append((known, item.apnsID, item.sequence)) }
+            if known == .presented || known == .answered {
+                reports.append(DeviceEventReport(known, apnsID: item.apnsID, sequence: item.sequence, occurredAt: item.occurredAt))
+            }
         }
         guard let last = reports.popLast() else {
             if let requestID { send(.eventRecorded(requestID: requestID), context: context) }

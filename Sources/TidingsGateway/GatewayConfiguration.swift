@@ -261,7 +261,3 @@ public struct GatewayConfigurationError: Error, Sendable, CustomStringConvertibl
     public let description: String
 }
 
-extension WallClock {
-    /// Now, in milliseconds since 1970 (the gateway's unit).
-    func nowMilliseconds() -> EpochMilliseconds { EpochMilliseconds((now.timeIntervalSince1970 * 1000).rounded(.down)) }
-}

@@ -560,18 +560,24 @@ public final class PostgresGatewayStore: GatewayStore {
     }
 
     /// The first time of a stage is kept (`coalesce`): recording an event again changes nothing.
-    private static func recordQuery(_ column: String, apnsID: String, deviceID: String, at: EpochMilliseconds) -> PostgresQuery {
+    /// The time is `DeviceEventReport.recordedTime`: the device's `occurredAt` (else `at`) within
+    /// accepted_at...at.
+    private static func recordQuery(_ column: String, apnsID: String, deviceID: String, at: EpochMilliseconds,
+                                    occurredAt: EpochMilliseconds? = nil) -> PostgresQuery {
         """
-        UPDATE gw_pushes SET \(unescaped: column) = coalesce(\(unescaped: column), \(at)), delivered_at = coalesce(delivered_at, \(at))
+        UPDATE gw_pushes SET \(unescaped: column) = coalesce(\(unescaped: column), least(greatest(coalesce(\(occurredAt)::bigint, \(at)), accepted_at), \(at))),
+                             delivered_at = coalesce(delivered_at, \(at))
         WHERE seq = (SELECT seq FROM gw_pushes WHERE apns_id = \(apnsID) AND device_id = \(deviceID) ORDER BY seq DESC LIMIT 1)
         """
     }
 
     /// The push with this sequence, if it is the device's and has this apns-id (the device sent
     /// the push's sequence): found by the partition key, not the apns-id index.
-    private static func recordQuery(_ column: String, apnsID: String, sequence: Int64, deviceID: String, at: EpochMilliseconds) -> PostgresQuery {
+    private static func recordQuery(_ column: String, apnsID: String, sequence: Int64, deviceID: String, at: EpochMilliseconds,
+                                    occurredAt: EpochMilliseconds?) -> PostgresQuery {
         """
-        UPDATE gw_pushes SET \(unescaped: column) = coalesce(\(unescaped: column), \(at)), delivered_at = coalesce(delivered_at, \(at))
+        UPDATE gw_pushes SET \(unescaped: column) = coalesce(\(unescaped: column), least(greatest(coalesce(\(occurredAt)::bigint, \(at)), accepted_at), \(at))),
+                             delivered_at = coalesce(delivered_at, \(at))
         WHERE seq = \(sequence) AND apns_id = \(apnsID) AND device_id = \(deviceID)
         """
     }
@@ -585,8 +591,8 @@ public final class PostgresGatewayStore: GatewayStore {
     public func recordEvents(_ events: [DeviceEventReport], deviceID: String, at: EpochMilliseconds) throws(GatewayStoreError) {
         let known = events.compactMap { e in
             Self.eventColumn(e.event).map { column in
-                e.sequence.map { Self.recordQuery(column, apnsID: e.apnsID, sequence: $0, deviceID: deviceID, at: at) }
-                    ?? Self.recordQuery(column, apnsID: e.apnsID, deviceID: deviceID, at: at)
+                e.sequence.map { Self.recordQuery(column, apnsID: e.apnsID, sequence: $0, deviceID: deviceID, at: at, occurredAt: e.occurredAt) }
+                    ?? Self.recordQuery(column, apnsID: e.apnsID, deviceID: deviceID, at: at, occurredAt: e.occurredAt)
             }
         }
         guard !known.isEmpty else { return }

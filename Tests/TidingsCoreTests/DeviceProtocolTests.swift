@@ -41,6 +41,10 @@ struct DeviceProtocolTests {
         #"{"type":"events","requestID":3,"events":[7]}"#,
         #"{"type":"events","requestID":3,"events":true}"#,
         #"{"type":"events","events":[]}"#,
+        #"{"type":"events","requestID":3,"events":[{"apnsID":"a","event":"presented","occurredAt":1795348700123}]}"#,
+        #"{"type":"events","requestID":3,"events":[{"apnsID":"a","event":"presented","occurredAt":-1}]}"#,
+        #"{"type":"event","apnsID":"a","event":"presented","occurredAt":1795348700123}"#,
+        #"{"type":"event","apnsID":"a","event":"presented","occurredAt":"1795348700123"}"#,
         #"{"type":"push","sequence":1,"apnsID":"x","token":"t","topic":"a.b","pushType":"alert","priority":10,"expiresAt":1,"acceptedAt":1,"payload":"{\"a\":\"\u00e9\ud83d\ude00\"}"}"#,
         #"{"type":"ack","sequence":7}x"#,
         #"{"type":"ack","sequence":7"#,
@@ -84,6 +88,10 @@ struct DeviceProtocolTests {
             .welcome(deviceID: "ab", batchedAcks: true, recordsEvents: true, batchedEvents: true),
             .events(requestID: 1, events: []), .events(requestID: .max, events: [DeviceEventItem(apnsID: "a\"b", event: "presented", sequence: .min)]),
             .events(requestID: -1, events: [DeviceEventItem(apnsID: "x", event: "presented", sequence: 7), DeviceEventItem(apnsID: "y", event: "answered")]),
+            .event(apnsID: "x", event: "presented", requestID: 7, sequence: 9, occurredAt: 1_795_348_700_123),
+            .event(apnsID: "x", event: "answered", occurredAt: 0),
+            .events(requestID: 2, events: [DeviceEventItem(apnsID: "x", event: "presented", sequence: 7, occurredAt: DeviceEventItem.occurredAtRange.upperBound),
+                                           DeviceEventItem(apnsID: "y", event: "answered", occurredAt: 5)]),
         ]
         for message in messages {
             let fast = try DeviceMessage(decoding: message.encoded())
@@ -128,6 +136,28 @@ struct DeviceProtocolTests {
         for bad in [#""12""#, "1.5", "true", "[1]"] {
             #expect(throws: DeviceProtocolError.self) {
                 try DeviceMessage(decoding: Array(#"{"type":"event","apnsID":"a","event":"presented","sequence":\#(bad)}"#.utf8))
+            }
+        }
+    }
+
+    /// An event's `occurredAt` (when it happened on the device, milliseconds since 1970) is
+    /// optional; present, an integer from 1970 to the end of 9999 — at the bounds it is read,
+    /// one past them (or anything but an integer) refuses the message, `event` and `events` alike.
+    @Test func anEventsTimeIsOptionalAndBounded() throws {
+        let range = DeviceEventItem.occurredAtRange
+        for time in [range.lowerBound, 1_795_348_700_123, range.upperBound] {
+            #expect(try DeviceMessage(decoding: Array(#"{"type":"event","apnsID":"a","event":"presented","occurredAt":\#(time)}"#.utf8))
+                == .event(apnsID: "a", event: "presented", occurredAt: time))
+            #expect(try DeviceMessage(decoding: Array(#"{"type":"events","requestID":1,"events":[{"apnsID":"a","event":"presented","occurredAt":\#(time)}]}"#.utf8))
+                == .events(requestID: 1, events: [DeviceEventItem(apnsID: "a", event: "presented", occurredAt: time)]))
+        }
+        #expect(try DeviceMessage(decoding: Array(#"{"type":"event","apnsID":"a","event":"presented","occurredAt":null}"#.utf8))
+            == .event(apnsID: "a", event: "presented"))
+        for bad in ["\(range.lowerBound - 1)", "\(range.upperBound + 1)", "\(Int64.max)", #""1795348700123""#, "1.5", "1e3", "true", "{}"] {
+            for text in [#"{"type":"event","apnsID":"a","event":"presented","occurredAt":\#(bad)}"#,
+                         #"{"type":"events","requestID":1,"events":[{"apnsID":"a","event":"presented","occurredAt":\#(bad)}]}"#] {
+                #expect(throws: DeviceProtocolError.self, "\(text)") { try DeviceMessage(decoding: Array(text.utf8)) }
+                #expect(throws: DeviceProtocolError.self, "\(text)") { try DeviceMessage.referenceDecoded(Array(text.utf8)) }
             }
         }
     }

@@ -634,7 +634,7 @@ struct DeviceChannelLimitsTests {
     try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1))
     try await channel.writeInbound(ByteBuffer(bytes: DeviceMessage.welcome(deviceID: "ab", batchedAcks: true, recordsEvents: true).encoded()))
     let connection = DeviceConnection(deviceID: "ab", channel: channel, shared: shared, pushes: DevicePushes(buffer: DevicePushBuffer()))
-    let items = [DeviceEventItem(apnsID: "a", event: "presented", sequence: 1), DeviceEventItem(apnsID: "b", event: "answered", sequence: 2)]
+    let items = [DeviceEventItem(apnsID: "a", event: "presented", sequence: 1, occurredAt: 1_700_000_000_123), DeviceEventItem(apnsID: "b", event: "answered", sequence: 2)]
     let recording = Task { try await connection.record(items) }
     var sent: [DeviceMessage] = []
     while sent.count < 2 {
@@ -646,9 +646,9 @@ struct DeviceChannelLimitsTests {
     var requests: [Int64] = []
     var events: [DeviceEventItem] = []
     for message in sent {
-        guard case .event(let apnsID, let event, let id?, let sequence) = message else { Issue.record("not an event request: \(message)"); continue }
+        guard case .event(let apnsID, let event, let id?, let sequence, let occurredAt) = message else { Issue.record("not an event request: \(message)"); continue }
         requests.append(id)
-        events.append(DeviceEventItem(apnsID: apnsID, event: event, sequence: sequence))
+        events.append(DeviceEventItem(apnsID: apnsID, event: event, sequence: sequence, occurredAt: occurredAt))
     }
     #expect(Set(events.map(\.apnsID)) == ["a", "b"] && Set(events) == Set(items), "each event as its own message: \(sent)")
     #expect(Set(requests).count == 2)

@@ -423,6 +423,9 @@ final class FaultyGatewayStore: GroupCommitsEvents {
     func recordEvent(_ event: DeliveryEvent, apnsID: String, deviceID: String, at: EpochMilliseconds) throws(GatewayStoreError) -> Bool {
         inner.recordEvent(event, apnsID: apnsID, deviceID: deviceID, at: at)
     }
+    func recordEvents(_ events: [DeviceEventReport], deviceID: String, at: EpochMilliseconds) throws(GatewayStoreError) {
+        inner.recordEvents(events, deviceID: deviceID, at: at)
+    }
     func expirePushes(now: EpochMilliseconds, limit: Int) throws(GatewayStoreError) -> Int { inner.expirePushes(now: now, limit: limit) }
     func prunePushes(finishedBefore cutoff: EpochMilliseconds, limit: Int) throws(GatewayStoreError) -> Int {
         inner.prunePushes(finishedBefore: cutoff, limit: limit)

@@ -72,7 +72,7 @@ struct StoreLimitsTests {
         committer.acknowledge([1])
         let loop = MultiThreadedEventLoopGroup.singleton.next()
         func events(_ device: String, _ count: Int) -> PushCommitter.Events {
-            let reports: [DeviceEventReport] = (0..<count).map { (.presented, "p\($0)", Int64($0 + 1)) }
+            let reports: [DeviceEventReport] = (0..<count).map { .init(.presented, apnsID: "p\($0)", sequence: Int64($0 + 1)) }
             return PushCommitter.Events(batch: DeviceEventBatch(deviceID: device, events: reports), recorded: loop.makePromise())
         }
         let batches = [events("d1", 3), events("d2", 1), events("d3", 2)]

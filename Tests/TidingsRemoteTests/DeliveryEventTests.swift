@@ -177,17 +177,23 @@ struct DeliveryEventTests {
     }
 
     /// The gateway received the event but could not make it durable (as if killed before its
-    /// commit): not confirmed, so the daemon sends it again on the next connection.
+    /// commit): not confirmed, so the daemon sends it again on the next connection. It is
+    /// recorded at the time the daemon showed the push (kept in its inbox with the event), not
+    /// when the gateway finally learned of it 30 s later.
     @Test func eventNotMadeDurableIsSentAgainAfterReconnecting() async throws {
         let clock = TestWallClock(now: Date())
         let system = try await NotificationTestSystem.start(storage: .sqlite, clock: clock)
         defer { Task { await system.shutdown() } }
         let apnsID = "00000000-0000-4000-8000-0000000e0002"
+        let shownAt = clock.nowMilliseconds()
         var refused = try await Self.refusedEvent(system, clock: clock, apnsID: apnsID)
+        clock.advance(by: 30)
         try await refused.restartAccepting(clock: clock)
         let back = refused.gateway.gateway, link = refused.link
         #expect(await eventually { (try? await back.status(apnsID: apnsID).first?.presentedAt) != nil },
                 "the unconfirmed event was sent again")
+        let status = try #require(try await back.status(apnsID: apnsID).first)
+        #expect(status.presentedAt == shownAt && status.acceptedAt == shownAt, "when it was shown, not \(clock.nowMilliseconds())")
         await refused.stop()
     }
 
@@ -203,12 +209,15 @@ struct DeliveryEventTests {
         let base = try SQLiteRemoteInbox(path: system.directory.path + "/remote.sqlite")
         let inbox = CountingInbox(base, beforeMark: turnstile.wait)
         let apnsID = "00000000-0000-4000-8000-0000000e0003"
+        let shownAt = clock.nowMilliseconds()
         var refused = try await Self.refusedEvent(system, clock: clock, apnsID: apnsID, inbox: inbox)
         #expect(inbox.counts.marks == 0, "the event left before its mark")
+        clock.advance(by: 30)
         try await refused.restartAccepting(clock: clock)
         let back = refused.gateway.gateway, link = refused.link
         #expect(await eventually { (try? await back.status(apnsID: apnsID).first?.presentedAt) != nil },
                 "the event sent again on the new connection, its mark still held")
+        #expect(try await back.status(apnsID: apnsID).first?.presentedAt == shownAt, "the time it was shown, kept in memory with the event")
         let held = try await base.pendingEvents(limit: 10)
         #expect(inbox.counts.marks == 0 && held.isEmpty, "the inbox never held it")
         #expect(await eventually { await link.eventsConfirmedBeforeTheirMark == 1 }, "confirmed while its mark is written")

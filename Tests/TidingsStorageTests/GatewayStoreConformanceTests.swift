@@ -300,16 +300,41 @@ struct GatewayStoreConformanceTests {
         let store = try await backend.make()
         let stored = try store.commit(pushes: [push("r"), push("x"), push("r"), push("y", device: "d2")], acknowledged: [], at: 100)
         _ = try store.commit(pushes: [], acknowledged: stored.map(\.sequence), at: 150)
-        try store.recordEvents([(.presented, "r", stored[0].sequence)], deviceID: "d1", at: 300)
+        try store.recordEvents([.init(.presented, apnsID: "r", sequence: stored[0].sequence)], deviceID: "d1", at: 300)
         #expect(try store.status(apnsID: "r").map(\.presentedAt) == [300, nil], "the older push, by its sequence")
-        try store.recordEvents([(.presented, "x", stored[0].sequence),   // another push's sequence
-                                (.answered, "y", stored[3].sequence),    // another device's push
-                                (.presented, "r", stored[3].sequence + 1_000)], deviceID: "d1", at: 400)
+        try store.recordEvents([.init(.presented, apnsID: "x", sequence: stored[0].sequence),   // another push's sequence
+                                .init(.answered, apnsID: "y", sequence: stored[3].sequence),    // another device's push
+                                .init(.presented, apnsID: "r", sequence: stored[3].sequence + 1_000)], deviceID: "d1", at: 400)
         #expect(try store.status(apnsID: "x").map(\.presentedAt) == [nil])
         #expect(try store.status(apnsID: "y").map(\.answeredAt) == [nil])
         #expect(try store.status(apnsID: "r").map(\.presentedAt) == [300, nil])
-        try store.recordEvents([(.answered, "r", nil)], deviceID: "d1", at: 500)
+        try store.recordEvents([.init(.answered, apnsID: "r")], deviceID: "d1", at: 500)
         #expect(try store.status(apnsID: "r").map(\.answeredAt) == [nil, 500], "without a sequence: the latest")
+    }
+
+    /// A stage is recorded at the time the device says it happened (`occurredAt`), within what
+    /// is possible: not before the push was accepted, not after the gateway records it; without
+    /// one, when the gateway records it. The first time of a stage is kept, whatever the next
+    /// report says. With and without the push's sequence alike.
+    @Test(arguments: Backend.allCases)
+    func eventsAreRecordedAtTheDevicesTimeWithinTheirPushesLife(backend: Backend) async throws {
+        let store = try await backend.make()
+        let ids = ["inside", "early", "late", "none", "edge-low", "edge-high", "by-id"]
+        let stored = try store.commit(pushes: ids.map { push($0, acceptedAt: 1_000) }, acknowledged: [], at: 1_010)
+        func report(_ i: Int, _ event: DeliveryEvent = .presented, at time: EpochMilliseconds?) -> DeviceEventReport {
+            DeviceEventReport(event, apnsID: ids[i], sequence: stored[i].sequence, occurredAt: time)
+        }
+        try store.recordEvents([report(0, at: 1_234), report(1, at: 999), report(2, at: 2_001), report(3, at: nil),
+                                report(4, at: 1_000), report(5, at: 2_000),
+                                DeviceEventReport(.presented, apnsID: "by-id", occurredAt: 1_500)], deviceID: "d1", at: 2_000)
+        var presented: [EpochMilliseconds?] = []
+        for id in ids { presented.append(try store.status(apnsID: id).first?.presentedAt) }
+        #expect(presented == [1_234, 1_000, 2_000, 2_000, 1_000, 2_000, 1_500])
+        // Reported again, later and with another time: the first time stays; another stage has its own.
+        try store.recordEvents([report(0, at: 1_100), report(0, .answered, at: 1_900)], deviceID: "d1", at: 3_000)
+        let status = try #require(try store.status(apnsID: "inside").first)
+        #expect(status.presentedAt == 1_234 && status.answeredAt == 1_900)
+        #expect(status.deliveredAt == 2_000, "delivered when the gateway first learned of it")
     }
 
     @Test(arguments: Backend.allCases)

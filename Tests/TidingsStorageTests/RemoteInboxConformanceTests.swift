@@ -151,6 +151,25 @@ struct RemoteInboxConformanceTests {
         #expect(try await inbox.pendingEvents(limit: 10) == events.reversed(), "kept once")
     }
 
+    /// An event keeps when it happened (sent with it for the gateway to record), kept by a mark
+    /// or on its own; kept again with another time it is still one event, with its first time.
+    /// One without a time reads back without.
+    @Test(arguments: RemoteInboxBackend.allCases)
+    func eventsKeepWhenTheyHappened(_ backend: RemoteInboxBackend) async throws {
+        let inbox = try backend.make()
+        _ = try await inbox.receive((1...2).map { push($0) }, at: t0)
+        func event(_ n: Int64, _ stage: String = "presented", at time: Int64?) -> PendingDeliveryEvent {
+            PendingDeliveryEvent(event: stage, apnsID: push(n).apnsID, sequence: push(n).sequence, occurredAt: time)
+        }
+        try await inbox.markProcessed([push(1)], keeping: [event(1, at: 1_795_348_800_250)])
+        try await inbox.addPendingEvents([event(2, at: 1_795_348_800_300), event(2, "answered", at: nil)])
+        try await inbox.addPendingEvents([event(1, at: 1), event(2, at: 2)])
+        try await inbox.markProcessed([push(2)], keeping: [event(2, at: 3)])
+        let kept = try await inbox.pendingEvents(limit: 10)
+        #expect(kept == [event(1, at: nil), event(2, "answered", at: nil), event(2, at: nil)])
+        #expect(kept.map(\.occurredAt) == [1_795_348_800_250, nil, 1_795_348_800_300])
+    }
+
     /// A processed mark also forgets the events confirmed since the last write (the event
     /// sender's, riding with the next hand-off): those confirmed go, others stay; an event
     /// confirmed and kept again in the same write is kept (forgotten first, then kept); one
@@ -310,9 +329,10 @@ struct SQLiteRemoteInboxTests {
         }
         try queue.close()
         let inbox = try SQLiteRemoteInbox(path: path)
-        try await inbox.addPendingEvents([PendingDeliveryEvent(event: "answered", apnsID: "new", sequence: 5)])
-        #expect(try await inbox.pendingEvents(limit: 5) == [PendingDeliveryEvent(event: "presented", apnsID: "old"),
-                                                            PendingDeliveryEvent(event: "answered", apnsID: "new", sequence: 5)])
+        try await inbox.addPendingEvents([PendingDeliveryEvent(event: "answered", apnsID: "new", sequence: 5, occurredAt: 7)])
+        let kept = try await inbox.pendingEvents(limit: 5)
+        #expect(kept == [PendingDeliveryEvent(event: "presented", apnsID: "old"), PendingDeliveryEvent(event: "answered", apnsID: "new", sequence: 5)])
+        #expect(kept.map(\.occurredAt) == [nil, 7], "kept before events had a time: none")
         _ = try SQLiteRemoteInbox(path: path)  // opening again: the column is there, nothing added twice
     }
 

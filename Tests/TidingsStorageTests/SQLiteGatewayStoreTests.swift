@@ -104,8 +104,9 @@ struct SQLiteGatewayStoreTests {
         let first = try store.commit(pushes: [Self.push("e1"), Self.push("e2"), Self.push("x1", device: "d2")], acknowledged: [], at: 200)
         let (s1, s2, x1) = (first[0].sequence, first[1].sequence, first[2].sequence)
         let stored = try store.commit(pushes: [Self.push("e3")], acknowledged: [s1, s2], events: [
-            DeviceEventBatch(deviceID: "d1", events: [(.presented, "e1", s1), (.answered, "e2", s2), (.presented, "x1", x1)]),
-            DeviceEventBatch(deviceID: "d2", events: [(.presented, "x1", x1)]),
+            DeviceEventBatch(deviceID: "d1", events: [.init(.presented, apnsID: "e1", sequence: s1), .init(.answered, apnsID: "e2", sequence: s2),
+                                                      .init(.presented, apnsID: "x1", sequence: x1)]),
+            DeviceEventBatch(deviceID: "d2", events: [.init(.presented, apnsID: "x1", sequence: x1)]),
         ], at: 300)
         #expect(stored.map(\.push.apnsID) == ["e3"])
         let other = try DatabaseQueue(path: path)

@@ -71,6 +71,15 @@ public final class GatedGatewayStore: GatewayStore {
         if failEvents.load(ordering: .relaxed) { throw .backend("events fail") }
         return inner.recordEvent(event, apnsID: apnsID, deviceID: deviceID, at: at)
     }
+    /// Each event as a write of its own (counted, gated, failing as `recordEvent`).
+    public func recordEvents(_ events: [DeviceEventReport], deviceID: String, at: EpochMilliseconds) throws(GatewayStoreError) {
+        for e in events {
+            eventWrites.add(1, ordering: .relaxed)
+            eventGate.pass()
+            if failEvents.load(ordering: .relaxed) { throw .backend("events fail") }
+            inner.recordEvents([e], deviceID: deviceID, at: at)
+        }
+    }
     public func expirePushes(now: EpochMilliseconds, limit: Int) throws(GatewayStoreError) -> Int { inner.expirePushes(now: now, limit: limit) }
     public func prunePushes(finishedBefore cutoff: EpochMilliseconds, limit: Int) throws(GatewayStoreError) -> Int {
         inner.prunePushes(finishedBefore: cutoff, limit: limit)

@@ -33,8 +33,11 @@ public enum DeviceMessage: Sendable, Hashable {
     /// `requestID`, a gateway whose welcome said `"events":true` answers `eventRecorded`.
     /// `sequence`: the push's sequence number, as its `push` message carried it — the gateway
     /// finds the push by it (and checks the apns-id) instead of searching the device's pushes
-    /// for the apns-id; devices before this send none.
-    case event(apnsID: String, event: String, requestID: Int64? = nil, sequence: Int64? = nil)
+    /// for the apns-id; devices before this send none. `occurredAt`: when the stage happened
+    /// on the device (milliseconds since 1970, its clock; `DeviceEventItem.occurredAtRange`),
+    /// which the gateway records within what is possible (docs/device-protocol.md); devices
+    /// before it send none, and the gateway records when it learned of the event.
+    case event(apnsID: String, event: String, requestID: Int64? = nil, sequence: Int64? = nil, occurredAt: Int64? = nil)
     /// Device → server: several `event`s in one message (only to a gateway whose `welcome` said
     /// `"eventBatches":true`), answered by one `eventRecorded` once all are durable.
     case events(requestID: Int64, events: [DeviceEventItem])
@@ -53,12 +56,19 @@ public struct DeviceEventItem: Sendable, Hashable {
     public var apnsID: String
     public var event: String
     public var sequence: Int64?
+    /// When the stage happened on the device: milliseconds since 1970, its clock.
+    public var occurredAt: Int64?
 
-    public init(apnsID: String, event: String, sequence: Int64? = nil) {
+    public init(apnsID: String, event: String, sequence: Int64? = nil, occurredAt: Int64? = nil) {
         self.apnsID = apnsID
         self.event = event
         self.sequence = sequence
+        self.occurredAt = occurredAt
     }
+
+    /// The times an `occurredAt` may have: 1970 to the end of 9999 (a number outside, or not
+    /// an integer, is a protocol error: the time is checked here, where it is read).
+    public static let occurredAtRange: ClosedRange<Int64> = 0...253_402_300_799_999
 }
 
 /// A push as the device receives it.
@@ -191,10 +201,11 @@ extension DeviceMessage {
                 w.integer(s)
             }
             w.raw("]}")
-        case .event(let apnsID, let event, let requestID, let sequence):
+        case .event(let apnsID, let event, let requestID, let sequence, let occurredAt):
             // Keys sorted, as `referenceEncoded` writes them.
             w.raw("{\"apnsID\":"); w.string(apnsID)
             w.raw(",\"event\":"); w.string(event)
+            if let occurredAt { w.raw(",\"occurredAt\":"); w.integer(occurredAt) }
             if let requestID { w.raw(",\"requestID\":"); w.integer(requestID) }
             if let sequence { w.raw(",\"sequence\":"); w.integer(sequence) }
             w.raw(",\"type\":\"event\"}")
@@ -204,6 +215,7 @@ extension DeviceMessage {
                 // Keys sorted, as `referenceEncoded` writes them.
                 w.raw(i == 0 ? "{\"apnsID\":" : ",{\"apnsID\":"); w.string(e.apnsID)
                 w.raw(",\"event\":"); w.string(e.event)
+                if let occurredAt = e.occurredAt { w.raw(",\"occurredAt\":"); w.integer(occurredAt) }
                 if let sequence = e.sequence { w.raw(",\"sequence\":"); w.integer(sequence) }
                 w.raw("}")
             }
@@ -242,14 +254,16 @@ extension DeviceMessage {
             if let c = p.collapseID { o["collapseID"] = .string(c) }
         case .ack(let seq): o = ["type": "ack", "sequence": .integer(seq)]
         case .acks(let seqs): o = ["type": "acks", "sequences": .array(seqs.map { .integer($0) })]
-        case .event(let id, let event, let requestID, let sequence):
+        case .event(let id, let event, let requestID, let sequence, let occurredAt):
             o = ["type": "event", "apnsID": .string(id), "event": .string(event)]
             if let requestID { o["requestID"] = .integer(requestID) }
             if let sequence { o["sequence"] = .integer(sequence) }
+            if let occurredAt { o["occurredAt"] = .integer(occurredAt) }
         case .events(let id, let events):
             o = ["type": "events", "requestID": .integer(id), "events": .array(events.map { e in
                 var item: [String: JSONValue] = ["apnsID": .string(e.apnsID), "event": .string(e.event)]
                 if let sequence = e.sequence { item["sequence"] = .integer(sequence) }
+                if let occurredAt = e.occurredAt { item["occurredAt"] = .integer(occurredAt) }
                 return .object(item)
             })]
         case .eventRecorded(let id): o = ["type": "eventRecorded", "requestID": .integer(id)]
@@ -349,7 +363,8 @@ extension DeviceMessage {
             case .integer(let i)?: sequence = i
             default: throw DeviceProtocolError("event: sequence is not an integer")
             }
-            self = .event(apnsID: try stringField(.apnsID), event: try stringField(.event), requestID: id, sequence: sequence)
+            self = .event(apnsID: try stringField(.apnsID), event: try stringField(.event), requestID: id, sequence: sequence,
+                          occurredAt: try Self.occurredAt(o[.occurredAt], in: "event"))
         case "events":
             guard case .array(let items)? = o[.events] else { throw DeviceProtocolError("events: missing events") }
             var events: [DeviceEventItem] = []
@@ -365,7 +380,8 @@ extension DeviceMessage {
                 case .integer(let i)?: sequence = i
                 default: throw DeviceProtocolError("events: sequence is not an integer")
                 }
-                events.append(DeviceEventItem(apnsID: apnsID, event: event, sequence: sequence))
+                events.append(DeviceEventItem(apnsID: apnsID, event: event, sequence: sequence,
+                                              occurredAt: try Self.occurredAt(e["occurredAt"], in: "events")))
             }
             self = .events(requestID: try intField(.requestID), events: events)
         case "eventRecorded": self = .eventRecorded(requestID: try intField(.requestID))
@@ -377,6 +393,16 @@ extension DeviceMessage {
         default: throw DeviceProtocolError("unknown message type \(type)")
         }
     }
+
+    /// An event's `occurredAt`: absent (or null) is nil; an integer in
+    /// `DeviceEventItem.occurredAtRange`; anything else is an error.
+    private static func occurredAt(_ value: JSONValue?, in type: String) throws(DeviceProtocolError) -> Int64? {
+        switch value {
+        case nil, .null?: return nil
+        case .integer(let t)? where DeviceEventItem.occurredAtRange.contains(t): return t
+        default: throw DeviceProtocolError("\(type): occurredAt is not a time (milliseconds since 1970, to the end of 9999)")
+        }
+    }
 }
 
 /// The members of a device message that the protocol names, parsed from the top-level object
@@ -385,7 +411,7 @@ struct DeviceMessageFields {
     enum Key: Int, CaseIterable {
         case type, nonce, publicKey, signature, deviceID, acks, requestID, topic, environment, token
         case sequence, sequences, apnsID, pushType, priority, collapseID, expiresAt, acceptedAt, payload
-        case event, id, reason, message, events, eventBatches
+        case event, id, reason, message, events, eventBatches, occurredAt
 
         /// The member name, as spelled on the wire.
         var name: String { Key.names[rawValue] }
@@ -395,7 +421,7 @@ struct DeviceMessageFields {
 
         static let names = ["type", "nonce", "publicKey", "signature", "deviceID", "acks", "requestID", "topic", "environment",
                             "token", "sequence", "sequences", "apnsID", "pushType", "priority", "collapseID", "expiresAt",
-                            "acceptedAt", "payload", "event", "id", "reason", "message", "events", "eventBatches"]
+                            "acceptedAt", "payload", "event", "id", "reason", "message", "events", "eventBatches", "occurredAt"]
     }
 
     private var values = [JSONValue?](repeating: nil, count: Key.count)
@@ -602,7 +628,7 @@ struct DeviceMessageFields {
         case 9:
             key = equals("expiresAt") ? .expiresAt : equals("requestID") ? .requestID : equals("sequences") ? .sequences
                 : equals("publicKey") ? .publicKey : equals("signature") ? .signature : nil
-        case 10: key = equals("acceptedAt") ? .acceptedAt : equals("collapseID") ? .collapseID : nil
+        case 10: key = equals("acceptedAt") ? .acceptedAt : equals("collapseID") ? .collapseID : equals("occurredAt") ? .occurredAt : nil
         case 11: key = equals("environment") ? .environment : nil
         case 12: key = equals("eventBatches") ? .eventBatches : nil
         default: key = nil

@@ -15,6 +15,10 @@ extension WallClock {
     public func sleep(for seconds: TimeInterval) async throws {
         try await sleep(until: now.addingTimeInterval(seconds))
     }
+
+    /// Now, in whole milliseconds since 1970 (rounded down): the unit of the device protocol's
+    /// and the gateway's times.
+    public func nowMilliseconds() -> Int64 { Int64((now.timeIntervalSince1970 * 1000).rounded(.down)) }
 }
 
 /// The system's clock.

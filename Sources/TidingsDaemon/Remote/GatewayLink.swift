@@ -601,11 +601,13 @@ public actor GatewayLink: RemoteNotificationLink {
     /// next processed mark (one inbox write) unless the gateway confirmed them by then: the
     /// push is not marked processed before, so a crash in between reports it again after the
     /// restart (recovery finds it in the delivered list). Others are kept, then sent.
+    /// Each event carries when it happened (this clock), which the gateway records.
     public func presented(_ pushes: [RemotePush]) async {
         var now: [PendingDeliveryEvent] = []
         var sent = 0
+        let at = clock.nowMilliseconds()
         for push in pushes {
-            let event = PendingDeliveryEvent(event: DeviceDeliveryEvent.presented.rawValue, apnsID: push.apnsID, sequence: push.sequence)
+            let event = PendingDeliveryEvent(event: DeviceDeliveryEvent.presented.rawValue, apnsID: push.apnsID, sequence: push.sequence, occurredAt: at)
             if handOffEvents[push.bundleIdentifier] != nil {
                 guard unkept[event] == nil, !confirmedUnkept.contains(event) else { continue }  // out already
                 handOffEvents[push.bundleIdentifier]!.append(event)
@@ -650,7 +652,8 @@ public actor GatewayLink: RemoteNotificationLink {
     }
 
     public func answered(apnsID: String, sequence: Int64) async {
-        await report([PendingDeliveryEvent(event: DeviceDeliveryEvent.answered.rawValue, apnsID: apnsID, sequence: sequence)])
+        await report([PendingDeliveryEvent(event: DeviceDeliveryEvent.answered.rawValue, apnsID: apnsID, sequence: sequence,
+                                           occurredAt: clock.nowMilliseconds())])
     }
 
     /// Durable first (the inbox keeps them across reconnects and daemon restarts, one write
@@ -678,7 +681,7 @@ public actor GatewayLink: RemoteNotificationLink {
     /// Events the inbox could not keep: sent once on the current connection, if any.
     private func sendUnkept(_ events: [PendingDeliveryEvent]) {
         guard !events.isEmpty, case .connected(let connection) = phase else { return }
-        for e in events { connection.report(DeviceDeliveryEvent(rawValue: e.event), apnsID: e.apnsID, sequence: e.sequence) }
+        for e in events { connection.report(DeviceDeliveryEvent(rawValue: e.event), apnsID: e.apnsID, sequence: e.sequence, occurredAt: e.occurredAt) }
     }
 
     /// On a new connection, before its sender sends: the outbox becomes what the inbox holds —
@@ -744,7 +747,7 @@ public actor GatewayLink: RemoteNotificationLink {
             Task {
                 let confirmed: Bool
                 do {
-                    _ = try await connection.record(part.map { DeviceEventItem(apnsID: $0.apnsID, event: $0.event, sequence: $0.sequence) })
+                    _ = try await connection.record(part.map(\.item))
                     confirmed = true
                 } catch { confirmed = false }
                 await self.recorded(part, confirmed: confirmed, on: number)

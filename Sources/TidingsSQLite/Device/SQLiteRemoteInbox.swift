@@ -127,6 +127,11 @@ public final class SQLiteRemoteInbox: RemoteInboxStore {
                 CREATE INDEX push_received ON push(received_at);
                 """)
         }
+        // When each event happened (the daemon's clock), sent with it for the gateway to record;
+        // events kept before have none (the gateway records when it learns of them).
+        migrator.registerMigration("inbox-v5-event-time") { db in
+            try db.execute(sql: "ALTER TABLE pending_event ADD COLUMN occurred_at INTEGER")
+        }
         return migrator
     }
 
@@ -291,8 +296,8 @@ public final class SQLiteRemoteInbox: RemoteInboxStore {
     /// Inserts events (one kept already is ignored) and, past `maximumPendingEvents`, deletes
     /// the oldest: inside the caller's transaction, `eventCount` kept by what it changed.
     private func insertEvents(_ events: [PendingDeliveryEvent], db: Database) throws {
-        let added = try Self.step(db.cachedStatement(sql: "INSERT OR IGNORE INTO pending_event (sequence, apns_id, event) VALUES (?, ?, ?)"),
-                                  db: db, forEach: events)
+        let added = try Self.step(db.cachedStatement(sql: "INSERT OR IGNORE INTO pending_event (sequence, apns_id, event, occurred_at) VALUES (?, ?, ?, ?)"),
+                                  db: db, forEach: events, withTime: true)
         var count = eventCount.withLock { $0 } + added
         if count > maximumPendingEvents {
             count = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM pending_event") ?? 0
@@ -309,8 +314,9 @@ public final class SQLiteRemoteInbox: RemoteInboxStore {
     }
 
     /// Steps `statement` once per event, bound by hand (its sequence, or `noSequence`, its
-    /// apns-id and stage as parameters 1–3); returns how many rows it changed.
-    private static func step(_ statement: Statement, db: Database, forEach events: [PendingDeliveryEvent]) throws -> Int {
+    /// apns-id and stage as parameters 1–3, and `withTime` its `occurredAt` or NULL as 4);
+    /// returns how many rows it changed.
+    private static func step(_ statement: Statement, db: Database, forEach events: [PendingDeliveryEvent], withTime: Bool = false) throws -> Int {
         let s = statement.sqliteStatement
         var texts = BoundTexts()
         var changed = 0
@@ -321,6 +327,7 @@ public final class SQLiteRemoteInbox: RemoteInboxStore {
                 var code = sqlite3_bind_int64(s, 1, e.sequence ?? noSequence)
                 if code == SQLITE_OK { code = text.bind(s, 2, apnsID) }
                 if code == SQLITE_OK { code = text.bind(s, 3, event) }
+                if code == SQLITE_OK, withTime { code = e.occurredAt.map { sqlite3_bind_int64(s, 4, $0) } ?? sqlite3_bind_null(s, 4) }
                 try BoundTexts.stepAndReset(s, db: db, code)
             }
             changed += db.changesCount
@@ -331,10 +338,10 @@ public final class SQLiteRemoteInbox: RemoteInboxStore {
     /// Oldest first: by the push's sequence (events kept without one first), then apns-id and stage.
     public func pendingEvents(limit: Int) async throws -> [PendingDeliveryEvent] {
         try await queue.read { db in
-            try Row.fetchAll(db, sql: "SELECT event, apns_id, sequence FROM pending_event ORDER BY sequence, apns_id, event LIMIT ?",
+            try Row.fetchAll(db, sql: "SELECT event, apns_id, sequence, occurred_at FROM pending_event ORDER BY sequence, apns_id, event LIMIT ?",
                              arguments: [max(0, limit)]).map {
                 let sequence: Int64 = $0[2]
-                return PendingDeliveryEvent(event: $0[0], apnsID: $0[1], sequence: sequence == Self.noSequence ? nil : sequence)
+                return PendingDeliveryEvent(event: $0[0], apnsID: $0[1], sequence: sequence == Self.noSequence ? nil : sequence, occurredAt: $0[3])
             }
         }
     }

@@ -733,9 +733,9 @@ public final class SQLiteGatewayStore: GroupCommitsEvents {
         guard !events.isEmpty, let device = try deviceNo(deviceID, db) else { return }
         for e in events {
             if let sequence = e.sequence {
-                _ = try record(e.event, apnsID: e.apnsID, sequence: sequence, deviceNo: device, at: at, db)
+                _ = try record(e.event, apnsID: e.apnsID, sequence: sequence, deviceNo: device, at: at, occurredAt: e.occurredAt, db)
             } else {
-                _ = try record(e.event, apnsID: e.apnsID, deviceNo: device, at: at, db)
+                _ = try record(e.event, apnsID: e.apnsID, deviceNo: device, at: at, occurredAt: e.occurredAt, db)
             }
         }
     }
@@ -756,9 +756,12 @@ public final class SQLiteGatewayStore: GroupCommitsEvents {
 
     private static let presentedUpdate = eventUpdate(column: "presented_at")
     private static let answeredUpdate = eventUpdate(column: "answered_at")
+    /// ?1 the gateway's time, ?5 the device's `occurredAt` (or NULL): the time recorded is
+    /// `DeviceEventReport.recordedTime` (the device's, within accepted_at...?1).
     private static func eventUpdate(column: String) -> String {
         """
-        UPDATE gw_pushes SET \(column) = COALESCE(\(column), ?1), delivered_at = COALESCE(delivered_at, ?1)
+        UPDATE gw_pushes SET \(column) = COALESCE(\(column), MIN(MAX(COALESCE(?5, ?1), accepted_at), ?1)),
+                             delivered_at = COALESCE(delivered_at, ?1)
         WHERE seq = ?2 AND device_no = ?3 AND apns_id = ?4
         """
     }
@@ -768,18 +771,20 @@ public final class SQLiteGatewayStore: GroupCommitsEvents {
     /// from the newest back to the apns-id — the push log has no apns-id index (it is append-only:
     /// docs/benchmarks.md, Gateway step 1), so an event for an old push of a device with many
     /// newer ones walks all of those.
-    private static func record(_ event: DeliveryEvent, apnsID: String, deviceNo device: Int64, at: EpochMilliseconds, _ db: Database) throws -> Bool {
+    private static func record(_ event: DeliveryEvent, apnsID: String, deviceNo device: Int64, at: EpochMilliseconds,
+                               occurredAt: EpochMilliseconds? = nil, _ db: Database) throws -> Bool {
         guard eventUpdate(event) != nil,
               let seq = try Int64.fetchOne(db.cachedStatement(sql: """
                 SELECT seq FROM gw_pushes INDEXED BY gw_pushes_device WHERE device_no = ? AND apns_id = ? ORDER BY seq DESC LIMIT 1
                 """), arguments: [device, apnsID]) else { return false }
-        return try record(event, apnsID: apnsID, sequence: seq, deviceNo: device, at: at, db)
+        return try record(event, apnsID: apnsID, sequence: seq, deviceNo: device, at: at, occurredAt: occurredAt, db)
     }
 
     /// The push with this sequence, if it is the device's and has this apns-id: one lookup by
     /// the primary key. A sequence that names another push (or none) records nothing.
     /// Bound by hand: a device reports every push it shows, so this runs once per push.
-    private static func record(_ event: DeliveryEvent, apnsID: String, sequence: Int64, deviceNo device: Int64, at: EpochMilliseconds, _ db: Database) throws -> Bool {
+    private static func record(_ event: DeliveryEvent, apnsID: String, sequence: Int64, deviceNo device: Int64, at: EpochMilliseconds,
+                               occurredAt: EpochMilliseconds?, _ db: Database) throws -> Bool {
         guard let sql = eventUpdate(event) else { return false }
         let s = try db.cachedStatement(sql: sql).sqliteStatement
         var texts = BoundTexts()
@@ -789,6 +794,7 @@ public final class SQLiteGatewayStore: GroupCommitsEvents {
             if code == SQLITE_OK { code = sqlite3_bind_int64(s, 2, sequence) }
             if code == SQLITE_OK { code = sqlite3_bind_int64(s, 3, device) }
             if code == SQLITE_OK { code = text.bind(s, 4, id) }
+            if code == SQLITE_OK { code = occurredAt.map { sqlite3_bind_int64(s, 5, $0) } ?? sqlite3_bind_null(s, 5) }
             try BoundTexts.stepAndReset(s, db: db, code)
         }
         return db.changesCount > 0

@@ -3,17 +3,39 @@ import Synchronization
 import TidingsCore
 
 /// A delivery event (`presented`, `answered`) the gateway has not confirmed yet.
+///
+/// One event is one stage of one push: equal (and hashed) by stage, apns-id and sequence, not
+/// by `occurredAt` — reported twice, it is kept once, with its first time.
 public struct PendingDeliveryEvent: Sendable, Hashable {
     public var event: String
     public var apnsID: String
     /// The push's sequence number at the gateway (sent with the event, so the gateway finds
     /// the push by key); nil for events kept before it was recorded.
     public var sequence: Int64?
+    /// When it happened (milliseconds since 1970, the daemon's clock), sent with it for the
+    /// gateway to record; nil for events kept before the time was.
+    public var occurredAt: Int64?
 
-    public init(event: String, apnsID: String, sequence: Int64? = nil) {
+    public init(event: String, apnsID: String, sequence: Int64? = nil, occurredAt: Int64? = nil) {
         self.event = event
         self.apnsID = apnsID
         self.sequence = sequence
+        self.occurredAt = occurredAt
+    }
+
+    public static func == (a: Self, b: Self) -> Bool {
+        a.event == b.event && a.apnsID == b.apnsID && a.sequence == b.sequence
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(event)
+        hasher.combine(apnsID)
+        hasher.combine(sequence)
+    }
+
+    /// As the device channel sends it.
+    public var item: DeviceEventItem {
+        DeviceEventItem(apnsID: apnsID, event: event, sequence: sequence, occurredAt: occurredAt)
     }
 }
 

@@ -89,8 +89,30 @@ public protocol GatewayStore: Sendable {
 }
 
 /// A delivery event as a device reported it (`recordEvents`): the stage, the push's apns-id and,
-/// from devices that send it, the push's sequence number.
-public typealias DeviceEventReport = (event: DeliveryEvent, apnsID: String, sequence: Int64?)
+/// from devices that send them, the push's sequence number and when the stage happened.
+public struct DeviceEventReport: Sendable, Hashable {
+    public var event: DeliveryEvent
+    public var apnsID: String
+    public var sequence: Int64?
+    /// When the stage happened on the device (milliseconds since 1970, its clock). Recorded
+    /// within what is possible: not before the push was accepted, not after the gateway
+    /// records it (a device whose clock is off gets one of those bounds); nil: when recorded.
+    public var occurredAt: EpochMilliseconds?
+
+    public init(_ event: DeliveryEvent, apnsID: String, sequence: Int64? = nil, occurredAt: EpochMilliseconds? = nil) {
+        self.event = event
+        self.apnsID = apnsID
+        self.sequence = sequence
+        self.occurredAt = occurredAt
+    }
+
+    /// The time to record for this stage of a push accepted at `acceptedAt`, recorded at `now`:
+    /// `occurredAt` (else `now`) within `acceptedAt...now` (`now` if even that is empty). The
+    /// stores compute the same in SQL.
+    public static func recordedTime(occurredAt: EpochMilliseconds?, acceptedAt: EpochMilliseconds, now: EpochMilliseconds) -> EpochMilliseconds {
+        min(max(occurredAt ?? now, acceptedAt), now)
+    }
+}
 
 /// The delivery events one device reported together, as `recordEvents` takes them.
 public struct DeviceEventBatch: Sendable {
@@ -118,8 +140,4 @@ extension GatewayStore {
     /// Nothing to release (an in-memory store).
     public func close() {}
 
-    /// One `recordEvent` per event (a backend with transactions records them in one).
-    public func recordEvents(_ events: [DeviceEventReport], deviceID: String, at: EpochMilliseconds) throws(GatewayStoreError) {
-        for e in events { try recordEvent(e.event, apnsID: e.apnsID, deviceID: deviceID, at: at) }
-    }
 }

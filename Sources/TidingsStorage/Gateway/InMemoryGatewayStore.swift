@@ -195,21 +195,27 @@ public final class InMemoryGatewayStore: GatewayStore {
 
     public func recordEvents(_ events: [DeviceEventReport], deviceID: String, at: EpochMilliseconds) {
         for e in events {
-            guard let sequence = e.sequence else {
-                _ = recordEvent(e.event, apnsID: e.apnsID, deviceID: deviceID, at: at)
-                continue
-            }
             state.withLock { s in
-                guard let push = s.pushes[sequence]?.stored.push, push.apnsID == e.apnsID, push.deviceID == deviceID else { return }
-                _ = Self.record(e.event, sequence: sequence, deviceID: deviceID, at: at, &s)
+                let found: Int64?
+                if let sequence = e.sequence {
+                    guard let push = s.pushes[sequence]?.stored.push, push.apnsID == e.apnsID, push.deviceID == deviceID else { return }
+                    found = sequence
+                } else {
+                    found = s.pushes.values.filter { $0.stored.push.apnsID == e.apnsID && $0.stored.push.deviceID == deviceID }
+                        .map(\.stored.sequence).max()
+                }
+                guard let found else { return }
+                _ = Self.record(e.event, sequence: found, deviceID: deviceID, at: at, occurredAt: e.occurredAt, &s)
             }
         }
     }
 
-    private static func record(_ event: DeliveryEvent, sequence seq: Int64, deviceID: String, at: EpochMilliseconds, _ s: inout State) -> Bool {
+    private static func record(_ event: DeliveryEvent, sequence seq: Int64, deviceID: String, at: EpochMilliseconds,
+                               occurredAt: EpochMilliseconds? = nil, _ s: inout State) -> Bool {
+        let time = DeviceEventReport.recordedTime(occurredAt: occurredAt, acceptedAt: s.pushes[seq]!.stored.push.acceptedAt, now: at)
         switch event {
-        case .presented: if s.pushes[seq]!.presentedAt == nil { s.pushes[seq]!.presentedAt = at }
-        case .answered: if s.pushes[seq]!.answeredAt == nil { s.pushes[seq]!.answeredAt = at }
+        case .presented: if s.pushes[seq]!.presentedAt == nil { s.pushes[seq]!.presentedAt = time }
+        case .answered: if s.pushes[seq]!.answeredAt == nil { s.pushes[seq]!.answeredAt = time }
         default: return false
         }
         if s.pushes[seq]!.deliveredAt == nil {
