@@ -72,6 +72,19 @@ now_ms() { date +%s%3N; }
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }     # CPU so far, in 1/100 s
 per_push() { awk -v t="$1" -v n="$2" 'BEGIN{printf "%.0f", t * 10000 / n}'; }  # ticks → µs per push
 presented() { curl -s "http://127.0.0.1:$ADMIN_PORT/metrics" | awk '/^tidings_gateway_delivery_events_total\{event="presented"\}/{printf "%d\n", $2; f=1} END{if(!f) print 0}'; }
+# The gateway's histogram of how long an event took from the device (its occurredAt) to durable
+# at the gateway: "le count" per bucket, cumulative (tidings_gateway_delivery_event_lag_seconds).
+lag_buckets() { curl -s "http://127.0.0.1:$ADMIN_PORT/metrics" | sed -nE 's/^tidings_gateway_delivery_event_lag_seconds_bucket\{le="([^"]+)"\} ([0-9.e+]+)$/\1 \2/p'; }
+# The way back of a round's events from two lag_buckets snapshots: p50 and p99 as the bucket bound
+# they fall under (the histogram's resolution: 1, 2, 5, 10, 20, 50 ms …).
+way_back() {
+  awk 'NR == FNR { before[$1] = $2; next } { n[++k] = $1; c[k] = $2 - before[$1] }
+       END { total = c[k]; if (total <= 0) { print "no timed events"; exit }
+             for (q = 1; q <= 2; q++) { want = (q == 1 ? 0.5 : 0.99) * total
+               for (i = 1; i <= k && c[i] < want; i++) {}
+               v[q] = (n[i] == "+Inf") ? "> 3600 s" : "≤ " n[i] * 1000 " ms" }
+             printf "p50 %s / p99 %s (%d events)\n", v[1], v[2], total }' <(printf '%s\n' "$1") <(printf '%s\n' "$2")
+}
 devices() { curl -s "http://127.0.0.1:$ADMIN_PORT/metrics" | awk '/^tidings_gateway_connected_devices /{printf "%d\n", $2; f=1} END{if(!f) print 0}'; }
 last_seq() { sqlite3 "$G/gateway.sqlite" "SELECT COALESCE(MAX(seq), 0) FROM gw_pushes"; }
 # A failure: its lines on stderr, the processes kept up for KEEP seconds, then the exit.
@@ -185,11 +198,12 @@ for round in $(seq "$ROUNDS"); do
 
   # The daemon.
   sleep "${SETTLE:-0}"
-  seq0=$(last_seq); p0=$(presented); g0=$(ticks "$GW"); d0=$(ticks "$DAEMON")
+  seq0=$(last_seq); p0=$(presented); g0=$(ticks "$GW"); d0=$(ticks "$DAEMON"); lag0=$(lag_buckets)
   accepted=$(h2 "$TOKEN" "$PUSHES" 64 1 "${RATE:-}")
   wait_presented $((p0 + PUSHES))
   g1=$(ticks "$GW"); d1=$(ticks "$DAEMON")
   echo "round $round, daemon: $accepted; $(latency "$seq0"); CPU per push: daemon $(per_push $((d1 - d0)) "$PUSHES") µs, gateway $(per_push $((g1 - g0)) "$PUSHES") µs | load $(load)"
+  echo "  presented → recorded at the gateway (the event's way back, not in → presented): $(way_back "$lag0" "$(lag_buckets)")"
   [ -n "${TIMELINE:-}" ] && timeline "$TIMELINE"
 done
 

@@ -422,7 +422,7 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
         let events = batch.map(\.report)
         let ids = batch.compactMap(\.requestID)
         let presented = events.count { $0.event == .presented }
-        let metrics = core.metrics
+        let metrics = core.metrics, clock = core.clock
         let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
         let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
         let recorded: EventLoopFuture<Void>
@@ -440,6 +440,7 @@ final class DeviceChannelHandler: ChannelInboundHandler, RemovableChannelHandler
             switch result {
             case .success:
                 metrics.recordEvents(presented: presented, answered: events.count - presented)
+                metrics.recordEventLag(events, durableAt: clock.nowMilliseconds())
                 for id in ids { DeviceMessage.eventRecorded(requestID: id).appendFrame(to: &frames) }
             case .failure(is GatewayCore.RegistryBusy), .failure(is PushCommitter.Stopping):
                 for id in ids {

@@ -1,6 +1,7 @@
 import CoreMetrics
 import Metrics
 import Prometheus
+import TidingsStorage
 
 /// The gateway's Prometheus metrics (swift-metrics API, swift-prometheus registry),
 /// served at `/metrics` on the admin endpoint.
@@ -15,12 +16,15 @@ final class GatewayMetrics: Sendable {
     private let commitDuration: CoreMetrics.Timer
     private let presentedEvents: CoreMetrics.Counter
     private let answeredEvents: CoreMetrics.Counter
+    private let eventLag: CoreMetrics.Timer
     let connectedDevices: CoreMetrics.Gauge
     let providerConnections: CoreMetrics.Meter
 
     init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.registry = registry
-        self.factory = PrometheusMetricsFactory(registry: registry)
+        var factory = PrometheusMetricsFactory(registry: registry)
+        factory.durationHistogramBuckets[Self.eventLagLabel] = Self.eventLagBuckets
+        self.factory = factory
         accepted = CoreMetrics.Counter(label: "tidings_gateway_pushes_accepted_total", factory: factory)
         rejected = CoreMetrics.Counter(label: "tidings_gateway_pushes_rejected_total", factory: factory)
         delivered = CoreMetrics.Counter(label: "tidings_gateway_pushes_acknowledged_total", factory: factory)
@@ -29,6 +33,7 @@ final class GatewayMetrics: Sendable {
         commitDuration = CoreMetrics.Timer(label: "tidings_gateway_commit_duration_seconds", factory: factory)
         presentedEvents = CoreMetrics.Counter(label: "tidings_gateway_delivery_events_total", dimensions: [("event", "presented")], factory: factory)
         answeredEvents = CoreMetrics.Counter(label: "tidings_gateway_delivery_events_total", dimensions: [("event", "answered")], factory: factory)
+        eventLag = CoreMetrics.Timer(label: Self.eventLagLabel, factory: factory)
         connectedDevices = CoreMetrics.Gauge(label: "tidings_gateway_connected_devices", factory: factory)
         providerConnections = CoreMetrics.Meter(label: "tidings_gateway_provider_connections", factory: factory)
     }
@@ -65,6 +70,23 @@ final class GatewayMetrics: Sendable {
     func recordEvents(presented: Int, answered: Int) {
         if presented > 0 { presentedEvents.increment(by: presented) }
         if answered > 0 { answeredEvents.increment(by: answered) }
+    }
+
+    /// From when a stage happened on the device (its `occurredAt`) to when the gateway had it
+    /// durable: how far behind the person the status is — the way back of an event, or how
+    /// long a device kept it while offline.
+    static let eventLagLabel = "tidings_gateway_delivery_event_lag_seconds"
+    static let eventLagBuckets: [Duration] = [.milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(20),
+                                              .milliseconds(50), .milliseconds(100), .milliseconds(200), .milliseconds(500), .seconds(1),
+                                              .seconds(5), .seconds(30), .seconds(300), .seconds(3_600)]
+
+    /// The lag of each event that carried its time, now durable at `durableAt` (a device clock
+    /// ahead of the gateway's counts as no lag).
+    func recordEventLag(_ events: [DeviceEventReport], durableAt: EpochMilliseconds) {
+        for e in events {
+            guard let occurredAt = e.occurredAt else { continue }
+            eventLag.recordNanoseconds(max(0, durableAt - occurredAt) * 1_000_000)
+        }
     }
 
     /// The Prometheus text exposition.

@@ -202,7 +202,30 @@ struct StoreAndForwardTests {
         let after = try await httpGet(port: port, path: "/metrics").1
         #expect(after.contains("tidings_gateway_delivery_events_total{event=\"presented\"} 1"), "\(after)")
         #expect(after.contains("tidings_gateway_delivery_events_total{event=\"answered\"} 0"), "\(after)")
+        #expect(after.contains("tidings_gateway_delivery_event_lag_seconds_count 0"), "an event without its time has no lag: \(after)")
         #expect(try await httpGet(port: port, path: "/status/nope").0 == 404)
+        await c.close()
+        await device.close()
+        await h.stop()
+    }
+
+    /// An event that says when it happened is recorded at that time, and how long it took to be
+    /// durable at the gateway is in `tidings_gateway_delivery_event_lag_seconds`: here shown
+    /// 500 ms after acceptance and reported 1.5 s later (over 1 s, within 5 s).
+    @Test func anEventsTimeIsRecordedAndItsLagMeasured() async throws {
+        let h = try await GatewayHarness.start()
+        let device = try await h.device()
+        let token = try await device.requestToken(topic: GatewayHarness.bundleID, environment: .development).hex
+        let c = try await h.connect()
+        let r = try await c.send(h.request(token: token, authorization: try h.bearer()))
+        let accepted = try #require(try await h.gateway.status(apnsID: r.apnsID!).first?.acceptedAt)
+        h.clock.advance(by: 2)
+        #expect(try await device.record(.presented, apnsID: r.apnsID!, occurredAt: accepted + 500))
+        #expect(try await h.gateway.status(apnsID: r.apnsID!).first?.presentedAt == accepted + 500)
+        let metrics = try await httpGet(port: try #require(h.addresses.admin?.port), path: "/metrics").1
+        #expect(metrics.contains("tidings_gateway_delivery_event_lag_seconds_count 1"), "\(metrics)")
+        #expect(metrics.contains(#"tidings_gateway_delivery_event_lag_seconds_bucket{le="1.0"} 0"#), "\(metrics)")
+        #expect(metrics.contains(#"tidings_gateway_delivery_event_lag_seconds_bucket{le="5.0"} 1"#), "\(metrics)")
         await c.close()
         await device.close()
         await h.stop()
