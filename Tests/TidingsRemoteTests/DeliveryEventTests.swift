@@ -197,6 +197,40 @@ struct DeliveryEventTests {
         await refused.stop()
     }
 
+    /// A push shown whose processed mark never landed (the daemon died first) and whose event
+    /// the gateway never recorded: the next daemon run finds it unprocessed in the inbox and in
+    /// the delivered list, does not show it again, and reports it presented at the time it was
+    /// delivered before — not at the time of the recovery, 30 s later.
+    @Test func aPushRecoveredAfterACrashIsReportedAtTheTimeItWasShown() async throws {
+        let clock = TestWallClock(now: Date())
+        let system = try await NotificationTestSystem.start(storage: .sqlite, clock: clock)
+        defer { Task { await system.shutdown() } }
+        let base = try SQLiteRemoteInbox(path: system.directory.path + "/remote.sqlite")
+        let inbox = CountingInbox(base)
+        inbox.failMarks.store(true, ordering: .relaxed)
+        let apnsID = "00000000-0000-4000-8000-0000000e0004"
+        let shownAt = clock.nowMilliseconds()
+        var refused = try await Self.refusedEvent(system, clock: clock, apnsID: apnsID, inbox: inbox)
+        #expect(await eventually { inbox.counts.markSizesAsked.count == 1 }, "its mark was asked for, and failed")
+        refused.task.cancel()
+        await refused.task.value
+        #expect(try await base.unprocessed().map(\.apnsID) == [apnsID], "left unprocessed, as after a kill -9")
+        clock.advance(by: 30)
+        refused.store.failEvents.store(false, ordering: .relaxed)
+        let shows = system.presenter.presentedIdentifiers.filter { $0 == apnsID }.count
+        let (link, task) = try await Self.startLink(system, port: refused.gateway.addresses.device.port!,
+                                                    certificate: refused.gateway.addresses.certificatePath!, clock: clock, inbox: base)
+        let back = refused.gateway.gateway
+        #expect(await eventually { (try? await back.status(apnsID: apnsID).first?.presentedAt) != nil }, "reported by the recovery")
+        #expect(try await back.status(apnsID: apnsID).first?.presentedAt == shownAt, "when it was delivered, not \(clock.nowMilliseconds())")
+        #expect(await eventually { (try? await base.unprocessed().isEmpty) == true })
+        #expect(system.presenter.presentedIdentifiers.filter { $0 == apnsID }.count == shows, "not shown again")
+        _ = link
+        task.cancel()
+        await task.value
+        await refused.gateway.stop()
+    }
+
     /// A `presented` event goes out when its push is shown, before its hand-off's processed mark
     /// keeps it in the inbox. Refused by the gateway on that connection and the connection gone
     /// with the mark's write still held, it is in no inbox to load: the next connection sends

@@ -458,6 +458,9 @@ final class CountingInbox: RemoteInboxStore {
         self.beforeEventRead = beforeEventRead
     }
     var counts: Counts { state.withLock { $0 } }
+    /// Set: every processed mark fails (as if the daemon died before it), nothing written.
+    let failMarks = Atomic<Bool>(false)
+    struct DatabaseFull: Error {}
 
     func receive(_ pushes: [RemotePush], at date: Date) async throws -> [Bool] {
         state.withLock { $0.receives += 1; $0.receivedPushes += pushes.count }
@@ -472,6 +475,7 @@ final class CountingInbox: RemoteInboxStore {
             $0.clearedWithMarks += confirmed.count; $0.markSizesAsked.append(pushes.count); $0.markEventsAsked.append(events.count)
         }
         await beforeMark()
+        if failMarks.load(ordering: .relaxed) { throw DatabaseFull() }
         state.withLock {
             $0.marks += 1; $0.processedPushes += pushes.count; $0.largestMark = max($0.largestMark, pushes.count)
             $0.eventsWithMarks += events.count

@@ -495,11 +495,16 @@ public actor GatewayLink: RemoteNotificationLink {
         if recovering {
             // Received before a crash: one already in the delivered list was shown; report it, do not show it again.
             fresh = []
-            var shown: [RemotePush] = []
+            var shown: [(push: RemotePush, at: Int64)] = []
             for push in batch {
-                if await engine.hasDeliveredRemote(push) { shown.append(push) } else { fresh.append(push) }
+                if let date = await engine.deliveredRemoteDate(push) {
+                    shown.append((push, Int64((date.timeIntervalSince1970 * 1000).rounded(.down))))
+                } else {
+                    fresh.append(push)
+                }
             }
-            await presented(shown)
+            // Dated when they were delivered before the crash, not now.
+            await presented(shown.map(\.push), occurredAt: shown.map(\.at))
         }
         if !fresh.isEmpty {
             let outcomes = await engine.receiveRemote(fresh, whenRecorded: { progress.reached(.recorded) })
@@ -603,10 +608,14 @@ public actor GatewayLink: RemoteNotificationLink {
     /// restart (recovery finds it in the delivered list). Others are kept, then sent.
     /// Each event carries when it happened (this clock), which the gateway records.
     public func presented(_ pushes: [RemotePush]) async {
+        await presented(pushes, occurredAt: [Int64](repeating: clock.nowMilliseconds(), count: pushes.count))
+    }
+
+    /// `presented(_:)` with each push's time (milliseconds since 1970).
+    private func presented(_ pushes: [RemotePush], occurredAt times: [Int64]) async {
         var now: [PendingDeliveryEvent] = []
         var sent = 0
-        let at = clock.nowMilliseconds()
-        for push in pushes {
+        for (push, at) in zip(pushes, times) {
             let event = PendingDeliveryEvent(event: DeviceDeliveryEvent.presented.rawValue, apnsID: push.apnsID, sequence: push.sequence, occurredAt: at)
             if handOffEvents[push.bundleIdentifier] != nil {
                 guard unkept[event] == nil, !confirmedUnkept.contains(event) else { continue }  // out already

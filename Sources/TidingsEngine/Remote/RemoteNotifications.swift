@@ -290,13 +290,19 @@ extension NotificationEngine {
     /// the push it came from, so a service extension's changes do not matter; a notification
     /// recorded before that (no key) is matched by identifier and payload.
     public func hasDeliveredRemote(_ push: RemotePush) async -> Bool {
+        await deliveredRemoteDate(push) != nil
+    }
+
+    /// When this push's notification was delivered (its date in the delivered list), if it is
+    /// there (`hasDeliveredRemote`): when it was shown, for a push recovered after a crash.
+    public func deliveredRemoteDate(_ push: RemotePush) async -> Date? {
         guard let delivered = try? await store.deliveredNotification(push.requestIdentifier, for: push.bundleIdentifier).value,
-              case .push? = delivered.request.trigger else { return false }
+              case .push? = delivered.request.trigger else { return nil }
         if let key = try? await store.deliveredPush(push.requestIdentifier, for: push.bundleIdentifier).value {
-            return key == push.deliveryKey
+            return key == push.deliveryKey ? delivered.date : nil
         }
-        guard let plan = try? RemoteNotificationMapping.plan(push) else { return false }
-        return delivered.request.content.userInfo == plan.userInfo
+        guard let plan = try? RemoteNotificationMapping.plan(push) else { return nil }
+        return delivered.request.content.userInfo == plan.userInfo ? delivered.date : nil
     }
 
     /// Background wakes the apps completed: (app, `UIBackgroundFetchResult` raw value).
