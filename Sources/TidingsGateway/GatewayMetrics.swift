@@ -85,7 +85,8 @@ final class GatewayMetrics: Sendable {
     func recordEventLag(_ events: [DeviceEventReport], durableAt: EpochMilliseconds) {
         for e in events {
             guard let occurredAt = e.occurredAt else { continue }
-            eventLag.recordNanoseconds(max(0, durableAt - occurredAt) * 1_000_000)
+            let lag = max(0, durableAt - occurredAt)  // occurredAt is within its range, durableAt this gateway's clock
+            eventLag.recordNanoseconds(lag > Int64.max / 1_000_000 ? Int64.max : lag * 1_000_000)
         }
     }
 

@@ -153,6 +153,14 @@ struct DeviceProtocolTests {
         }
         #expect(try DeviceMessage(decoding: Array(#"{"type":"event","apnsID":"a","event":"presented","occurredAt":null}"#.utf8))
             == .event(apnsID: "a", event: "presented"))
+        // What a device sends is always inside: its clock's time in whole milliseconds, else the nearest bound.
+        #expect(DeviceEventItem.occurredAt(Date(timeIntervalSince1970: 1_795_348_700.1239)) == 1_795_348_700_123)
+        #expect(DeviceEventItem.occurredAt(Date(timeIntervalSince1970: -0.5)) == range.lowerBound)
+        #expect(DeviceEventItem.occurredAt(Date(timeIntervalSince1970: 253_402_300_800)) == range.upperBound)
+        #expect(DeviceEventItem.occurredAt(Date(timeIntervalSince1970: 1e300)) == range.upperBound)
+        #expect(DeviceEventItem.occurredAt(Date(timeIntervalSince1970: .infinity)) == range.upperBound)
+        #expect(DeviceEventItem.occurredAt(Date(timeIntervalSince1970: -.infinity)) == range.lowerBound)
+        #expect(DeviceEventItem.occurredAt(Date(timeIntervalSince1970: .nan)) == range.lowerBound)
         for bad in ["\(range.lowerBound - 1)", "\(range.upperBound + 1)", "\(Int64.max)", #""1795348700123""#, "1.5", "1e3", "true", "{}"] {
             for text in [#"{"type":"event","apnsID":"a","event":"presented","occurredAt":\#(bad)}"#,
                          #"{"type":"events","requestID":1,"events":[{"apnsID":"a","event":"presented","occurredAt":\#(bad)}]}"#] {

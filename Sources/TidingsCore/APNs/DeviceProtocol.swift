@@ -69,6 +69,15 @@ public struct DeviceEventItem: Sendable, Hashable {
     /// The times an `occurredAt` may have: 1970 to the end of 9999 (a number outside, or not
     /// an integer, is a protocol error: the time is checked here, where it is read).
     public static let occurredAtRange: ClosedRange<Int64> = 0...253_402_300_799_999
+
+    /// `date` as an `occurredAt`: whole milliseconds since 1970, within `occurredAtRange` (a
+    /// clock before 1970 or past 9999, or a date that is not finite, gives the nearest bound,
+    /// so a device never sends a time the gateway refuses).
+    public static func occurredAt(_ date: Date) -> Int64 {
+        let milliseconds = (date.timeIntervalSince1970 * 1000).rounded(.down)
+        guard milliseconds.isFinite else { return milliseconds > 0 ? occurredAtRange.upperBound : occurredAtRange.lowerBound }
+        return Int64(max(Double(occurredAtRange.lowerBound), min(milliseconds, Double(occurredAtRange.upperBound))))
+    }
 }
 
 /// A push as the device receives it.

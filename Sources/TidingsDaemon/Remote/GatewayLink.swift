@@ -498,7 +498,7 @@ public actor GatewayLink: RemoteNotificationLink {
             var shown: [(push: RemotePush, at: Int64)] = []
             for push in batch {
                 if let date = await engine.deliveredRemoteDate(push) {
-                    shown.append((push, Int64((date.timeIntervalSince1970 * 1000).rounded(.down))))
+                    shown.append((push, DeviceEventItem.occurredAt(date)))
                 } else {
                     fresh.append(push)
                 }
@@ -608,7 +608,7 @@ public actor GatewayLink: RemoteNotificationLink {
     /// restart (recovery finds it in the delivered list). Others are kept, then sent.
     /// Each event carries when it happened (this clock), which the gateway records.
     public func presented(_ pushes: [RemotePush]) async {
-        await presented(pushes, occurredAt: [Int64](repeating: clock.nowMilliseconds(), count: pushes.count))
+        await presented(pushes, occurredAt: [Int64](repeating: DeviceEventItem.occurredAt(clock.now), count: pushes.count))
     }
 
     /// `presented(_:)` with each push's time (milliseconds since 1970).
@@ -662,7 +662,7 @@ public actor GatewayLink: RemoteNotificationLink {
 
     public func answered(apnsID: String, sequence: Int64) async {
         await report([PendingDeliveryEvent(event: DeviceDeliveryEvent.answered.rawValue, apnsID: apnsID, sequence: sequence,
-                                           occurredAt: clock.nowMilliseconds())])
+                                           occurredAt: DeviceEventItem.occurredAt(clock.now))])
     }
 
     /// Durable first (the inbox keeps them across reconnects and daemon restarts, one write
