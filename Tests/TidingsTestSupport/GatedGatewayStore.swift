@@ -66,19 +66,21 @@ public final class GatedGatewayStore: GatewayStore {
     }
     public func status(apnsID: String) throws(GatewayStoreError) -> [PushStatus] { inner.status(apnsID: apnsID) }
     public func recordEvent(_ event: DeliveryEvent, apnsID: String, deviceID: String, at: EpochMilliseconds) throws(GatewayStoreError) -> Bool {
-        eventWrites.add(1, ordering: .relaxed)
-        eventGate.pass()
-        if failEvents.load(ordering: .relaxed) { throw .backend("events fail") }
+        try eventWrite()
         return inner.recordEvent(event, apnsID: apnsID, deviceID: deviceID, at: at)
     }
     /// Each event as a write of its own (counted, gated, failing as `recordEvent`).
     public func recordEvents(_ events: [DeviceEventReport], deviceID: String, at: EpochMilliseconds) throws(GatewayStoreError) {
         for e in events {
-            eventWrites.add(1, ordering: .relaxed)
-            eventGate.pass()
-            if failEvents.load(ordering: .relaxed) { throw .backend("events fail") }
+            try eventWrite()
             inner.recordEvents([e], deviceID: deviceID, at: at)
         }
+    }
+    /// One event write: counted, then through the gate, then failing while `failEvents` is set.
+    private func eventWrite() throws(GatewayStoreError) {
+        eventWrites.add(1, ordering: .relaxed)
+        eventGate.pass()
+        if failEvents.load(ordering: .relaxed) { throw .backend("events fail") }
     }
     public func expirePushes(now: EpochMilliseconds, limit: Int) throws(GatewayStoreError) -> Int { inner.expirePushes(now: now, limit: limit) }
     public func prunePushes(finishedBefore cutoff: EpochMilliseconds, limit: Int) throws(GatewayStoreError) -> Int {

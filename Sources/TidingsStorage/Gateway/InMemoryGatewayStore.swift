@@ -187,10 +187,14 @@ public final class InMemoryGatewayStore: GatewayStore {
 
     public func recordEvent(_ event: DeliveryEvent, apnsID: String, deviceID: String, at: EpochMilliseconds) -> Bool {
         state.withLock { s in
-            guard let seq = s.pushes.values.filter({ $0.stored.push.apnsID == apnsID && $0.stored.push.deviceID == deviceID })
-                .map(\.stored.sequence).max() else { return false }
+            guard let seq = Self.latest(apnsID: apnsID, deviceID: deviceID, in: s) else { return false }
             return Self.record(event, sequence: seq, deviceID: deviceID, at: at, &s)
         }
+    }
+
+    /// The device's latest push with this apns-id (an event without its push's sequence).
+    private static func latest(apnsID: String, deviceID: String, in s: State) -> Int64? {
+        s.pushes.values.filter { $0.stored.push.apnsID == apnsID && $0.stored.push.deviceID == deviceID }.map(\.stored.sequence).max()
     }
 
     public func recordEvents(_ events: [DeviceEventReport], deviceID: String, at: EpochMilliseconds) {
@@ -201,8 +205,7 @@ public final class InMemoryGatewayStore: GatewayStore {
                     guard let push = s.pushes[sequence]?.stored.push, push.apnsID == e.apnsID, push.deviceID == deviceID else { return }
                     found = sequence
                 } else {
-                    found = s.pushes.values.filter { $0.stored.push.apnsID == e.apnsID && $0.stored.push.deviceID == deviceID }
-                        .map(\.stored.sequence).max()
+                    found = Self.latest(apnsID: e.apnsID, deviceID: deviceID, in: s)
                 }
                 guard let found else { return }
                 _ = Self.record(e.event, sequence: found, deviceID: deviceID, at: at, occurredAt: e.occurredAt, &s)
