@@ -40,6 +40,9 @@
 # RATE: the daemon phase's offered load in pushes/s (h2load --rps, still at most 64 in flight):
 # provider → presented "under that load", not at whatever rate saturates the two cores (unset:
 # as fast as the gateway answers, which measures the most the path takes).
+# PROVIDER_NICE=N: h2load at nice N (its CPU still counted in the machine's two cores, but the
+# gateway and the daemon first when they both want one: a provider on its own machine, as
+# providers are, without a second machine; docs/benchmarks.md, session 18).
 set -euo pipefail
 PUSHES="${1:-20000}"
 BACKLOG="${2:-100000}"
@@ -169,7 +172,7 @@ TIDINGS_SOCKET="$D/daemon.sock" TIDINGS_BUNDLE_ID=$BUNDLE "$DEVICE" app "$D/daem
 
 JWT="$("$TIDINGS" keys token --key "$WORK/key.p8" --key-id REMOTEKEY1 --team TEAM123456)"
 h2() {  # h2() TOKEN N STREAMS [CONNECTIONS [RATE]]
-  h2load -n "$2" -c "${4:-1}" -m "$3" ${5:+--rps "$5"} -d "$ROOT/Benchmarks/gateway/body.json" -H content-type:application/json \
+  ${PROVIDER_NICE:+nice -n "$PROVIDER_NICE"} h2load -n "$2" -c "${4:-1}" -m "$3" ${5:+--rps "$5"} -d "$ROOT/Benchmarks/gateway/body.json" -H content-type:application/json \
     -H apns-topic:$BUNDLE -H apns-push-type:alert -H "authorization: bearer $JWT" "https://127.0.0.1:$PORT/3/device/$1" > "$WORK/h2load.log" 2>&1
   grep -q "status codes: $2 2xx" "$WORK/h2load.log" || fail "h2load: not all 2xx:" "$(grep -E "status codes|requests:" "$WORK/h2load.log")" \
     "$(curl -s "http://127.0.0.1:$ADMIN_PORT/metrics" | grep -E "^tidings_gateway_(pushes_rejected|connections_(refused|closed_early))")" "$(tail -5 "$WORK/gateway.log")"

@@ -18,7 +18,7 @@
 # and how many rounds a difference needs, docs/benchmarks.md, session 18.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-[ $# -ge 2 ] || { sed -n '2,19p' "$0"; exit 2; }
+[ $# -ge 2 ] || { sed -n '2,17p' "$0"; exit 2; }
 PAIRS=$1; shift
 DEVICE="${DEVICE:-$ROOT/.build-bench/release/gateway-bench}"
 [ -x "$DEVICE" ] || { echo "remote-rounds: no $DEVICE (run Benchmarks/remote-processes.sh once to build it, or set DEVICE)" >&2; exit 2; }
