@@ -16,21 +16,18 @@ The tracing slows the round (13,600 pushes/s where 20,000 were offered): compare
 """
 import collections
 import re
-import subprocess
 import sys
+
+from perf_capture import perf_script, read_fds
 
 if len(sys.argv) < 6:
     sys.exit(__doc__)
 data, fds_path, gw, daemon, rate = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
 seconds = 4
-names = {}
-for line in open(fds_path):
-    tag, fd, path = line.split()
-    names[(tag, int(fd))] = path.rsplit('/', 1)[-1]
+names = read_fds(fds_path)[0]
 tags = {gw: 'G', daemon: 'D'}
 calls, written = collections.Counter(), collections.Counter()
-out = subprocess.run(['perf', 'script', '-i', data, '-F', 'pid,event,trace'], capture_output=True, text=True).stdout
-for line in out.splitlines():
+for line in perf_script(data, 'pid,event,trace').splitlines():
     if not line.strip():
         continue
     pid = int(line.split()[0])

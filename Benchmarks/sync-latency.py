@@ -19,40 +19,20 @@ The tracing slows the round (12,750 pushes/s where 20,000 were offered): compare
 processes within one capture.
 """
 import collections
-import re
-import subprocess
 import sys
+
+from perf_capture import fdatasyncs, read_fds
 
 if len(sys.argv) < 3:
     sys.exit(__doc__)
 data, fds_path = sys.argv[1:3]
-names, tags = {}, {}
-for line in open(fds_path):
-    parts = line.split()
-    if len(parts) == 4 and parts[0] == 'G' and parts[2] == 'D':
-        tags[int(parts[1])], tags[int(parts[3])] = 'G', 'D'
-    elif len(parts) == 3:
-        names[(parts[0], int(parts[1]))] = parts[2].rsplit('/', 1)[-1]
-out = subprocess.run(['perf', 'script', '-i', data, '-F', 'pid,tid,time,event,trace'],
-                     capture_output=True, text=True, check=True).stdout
-started, durations = {}, collections.defaultdict(list)
-first = last = None
-for line in out.splitlines():
-    m = re.match(r'\s*(\d+)/(\d+)\s+([\d.]+):\s+syscalls:sys_(enter|exit)_fdatasync:\s+(?:fd: )?(0x[0-9a-f]+)', line)
-    if not m:
-        continue
-    pid, tid, at, kind, value = int(m[1]), int(m[2]), float(m[3]), m[4], int(m[5], 16)
-    first = at if first is None else first
-    last = at
-    if kind == 'enter':
-        started[tid] = (at, value)
-    elif tid in started:
-        began, fd = started.pop(tid)
-        tag = tags.get(pid, '?')
-        durations[(tag, names.get((tag, fd), f'fd {fd}'))].append((at - began) * 1000)
-if first is None:
+syncs = fdatasyncs(data, *read_fds(fds_path))
+if not syncs:
     sys.exit('no fdatasync in the capture')
-print(f'capture: {(last - first):.2f} s')
+print(f'capture: {max(b + t / 1000 for b, t, _, _ in syncs) - min(b for b, _, _, _ in syncs):.2f} s')
+durations = collections.defaultdict(list)
+for _, took, tag, name in syncs:
+    durations[(tag, name)].append(took)
 for (tag, name), values in sorted(durations.items(), key=lambda item: -len(item[1])):
     values.sort()
     n = len(values)

@@ -19,9 +19,9 @@ Each line: a slice of the round by acceptance time, its pushes, provider → pre
 max (ms), then each fdatasync of a database file (not a WAL) that began in it: process
 (G gateway, D daemon), file, and how long it took in ms.
 """
-import re
-import subprocess
 import sys
+
+from perf_capture import fdatasyncs, read_fds
 
 if len(sys.argv) < 5:
     sys.exit(__doc__)
@@ -30,30 +30,8 @@ slice_ms = int(sys.argv[5]) if len(sys.argv) > 5 else 100
 
 mono, real = map(float, open(clock_path).read().split())
 offset = real - mono
-files, pids = {}, {}
-for line in open(fds_path):
-    fields = line.split()
-    if len(fields) == 4 and fields[0] == 'G':
-        pids = {'G': int(fields[1]), 'D': int(fields[3])}
-    elif len(fields) == 3:
-        files[(fields[0], int(fields[1]))] = fields[2].rsplit('/', 1)[-1]
-
-script = subprocess.run(['perf', 'script', '-i', data, '-F', 'pid,tid,time,event,trace'],
-                        capture_output=True, text=True, check=True).stdout
-entered, syncs = {}, []
-for line in script.splitlines():
-    m = re.match(r'\s*(\d+)/(\d+)\s+([\d.]+):\s+syscalls:sys_(enter|exit)_fdatasync:\s*(.*)', line)
-    if not m:
-        continue
-    pid, tid, t, kind, rest = int(m.group(1)), int(m.group(2)), float(m.group(3)), m.group(4), m.group(5)
-    process = 'G' if pid == pids.get('G') else 'D'
-    if kind == 'enter':
-        entered[tid] = (t, int(re.search(r'fd: (0x[0-9a-f]+|\d+)', rest).group(1), 0))
-    elif tid in entered:
-        began, fd = entered.pop(tid)
-        name = files.get((process, fd), f'fd {fd}')
-        if not name.endswith('-wal'):
-            syncs.append(((began + offset) * 1000, (t - began) * 1000, process, name.replace('.sqlite', '')))
+syncs = [((began + offset) * 1000, took, process, name.replace('.sqlite', ''))
+         for began, took, process, name in fdatasyncs(data, *read_fds(fds_path)) if not name.endswith('-wal')]
 
 # The latency file: presented - accepted, shown - accepted, accepted_at, ... (one space each, empty fields kept).
 pushes = sorted((int(f[2]), int(f[0])) for f in (line.rstrip('\n').split(' ') for line in open(latency_path)))
