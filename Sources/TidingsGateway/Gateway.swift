@@ -102,8 +102,9 @@ public final class Gateway: Service, Sendable {
         return try await threadPool.runIfActive { try store.status(apnsID: apnsID) }
     }
 
-    /// Records a later stage (presented, answered) that a device reports for a push; the
-    /// daemon calls this in `tidings serve`, devices send it as an `event` message otherwise.
+    /// Records a later stage (presented, answered) of a push, as a device's `event` message
+    /// does. Devices — the daemon of `tidings serve` among them, which connects to the device
+    /// channel like any other — report theirs through that channel; this is for an embedder.
     @discardableResult
     public func recordDeliveryEvent(_ event: DeliveryEvent, apnsID: String, deviceID: String) async throws -> Bool {
         let store = core.store
