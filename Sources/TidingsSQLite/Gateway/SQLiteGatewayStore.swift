@@ -103,127 +103,6 @@ public final class SQLiteGatewayStore: GroupCommitsEvents {
     /// How many WAL checkpoints ran on the background connection, and on the writer at the limit.
     public var checkpointCounts: (background: Int, writer: Int) { checkpointer.counts }
 
-    private static var migrator: DatabaseMigrator {
-        var migrator = DatabaseMigrator()
-        migrator.registerMigration("gateway-v1") { db in
-            try db.execute(sql: """
-                CREATE TABLE gw_keys (key_id TEXT PRIMARY KEY NOT NULL, team_id TEXT NOT NULL, public_key BLOB NOT NULL,
-                                      environment TEXT, created_at INTEGER NOT NULL);
-                CREATE TABLE gw_apps (bundle_id TEXT PRIMARY KEY NOT NULL, team_id TEXT NOT NULL, storage_policy TEXT NOT NULL,
-                                      created_at INTEGER NOT NULL);
-                CREATE TABLE gw_devices (device_id TEXT PRIMARY KEY NOT NULL, public_key BLOB NOT NULL, created_at INTEGER NOT NULL);
-                CREATE TABLE gw_tokens (token TEXT PRIMARY KEY NOT NULL, device_id TEXT NOT NULL, bundle_id TEXT NOT NULL,
-                                        environment TEXT NOT NULL, created_at INTEGER NOT NULL, unregistered_at INTEGER);
-                CREATE INDEX gw_tokens_device ON gw_tokens(device_id, bundle_id);
-                CREATE TABLE gw_pushes (seq INTEGER PRIMARY KEY AUTOINCREMENT, apns_id TEXT NOT NULL, token TEXT NOT NULL,
-                                        device_id TEXT NOT NULL, bundle_id TEXT NOT NULL, topic TEXT NOT NULL, push_type TEXT NOT NULL,
-                                        priority INTEGER NOT NULL, collapse_id TEXT, expires_at INTEGER NOT NULL, payload BLOB NOT NULL,
-                                        accepted_at INTEGER NOT NULL, stored_at INTEGER NOT NULL, delivered_at INTEGER,
-                                        presented_at INTEGER, answered_at INTEGER, discarded_at INTEGER, discard_reason TEXT);
-                CREATE INDEX gw_pushes_open ON gw_pushes(device_id, seq) WHERE delivered_at IS NULL AND discarded_at IS NULL;
-                CREATE INDEX gw_pushes_apns_id ON gw_pushes(apns_id);
-                """)
-        }
-        // The hot transaction appends only: an index on apns_id (random UUIDs) dirtied a
-        // different B-tree page per push, so each group commit wrote hundreds of KB
-        // (docs/benchmarks.md, Gateway). Every index left grows at its right edge per device:
-        // `status(apnsID:)` scans the push log (bounded by pruning), and delivery events find
-        // their push through the device's own entries, newest first.
-        migrator.registerMigration("gateway-v2-append-only") { db in
-            try db.execute(sql: """
-                DROP INDEX gw_pushes_apns_id;
-                CREATE INDEX gw_pushes_device ON gw_pushes(device_id, seq);
-                """)
-        }
-        migrator.registerMigration("gateway-v3-device-numbers") { db in try db.execute(sql: v3Migration) }
-        migrator.registerMigration("gateway-v4-issued-sequences") { db in try db.execute(sql: v4Migration) }
-        return migrator
-    }
-
-    /// The push log keyed by small integers (docs/gateway.md, "Storage and delivery").
-    ///
-    /// - `gw_devices` numbers every device (`device_no`, the rowid); a device that only
-    ///   appears in a push (never registered) gets a row without a key, which `device(id:)`
-    ///   does not report. `open_from` is the device's *watermark*: every push of the device
-    ///   with a smaller sequence is finished (delivered or discarded).
-    /// - `gw_targets` numbers each (token, device, bundle ID, topic) a push was sent to, so a
-    ///   push row carries two small integers instead of the 64-character token and device id,
-    ///   the bundle ID and the topic.
-    /// - `gw_pushes` has ONE index, `(device_no, seq)`: every insert touches the table and this
-    ///   index only, both at their right edge. It serves the pending read and the expiration
-    ///   walk (from the device's watermark, so a reconnect does not walk the delivered
-    ///   history: rows finished before the watermark are skipped by the index range, and
-    ///   the watermark moves past the finished prefix on each read and maintenance run),
-    ///   delivery events (newest first by device, then `apns_id`), and unregistering (by
-    ///   device from its watermark, then target). The v2 partial index on open pushes did the
-    ///   watermark's job but cost a second B-tree insert per push and a delete per ack; with
-    ///   the watermark an ack changes only its row. What the watermark cannot skip: a push a
-    ///   device never acknowledges pins it until that push expires or is coalesced, so until
-    ///   then each read walks the device's later pushes once more.
-    static let v3Migration = """
-        CREATE TABLE gw_devices_v3 (device_no INTEGER PRIMARY KEY, device_id TEXT NOT NULL UNIQUE, public_key BLOB,
-                                    created_at INTEGER, open_from INTEGER NOT NULL DEFAULT 0);
-        INSERT INTO gw_devices_v3 (device_id, public_key, created_at) SELECT device_id, public_key, created_at FROM gw_devices ORDER BY rowid;
-        INSERT OR IGNORE INTO gw_devices_v3 (device_id) SELECT DISTINCT device_id FROM gw_pushes;
-        DROP TABLE gw_devices;
-        ALTER TABLE gw_devices_v3 RENAME TO gw_devices;
-        CREATE TABLE gw_targets (target_no INTEGER PRIMARY KEY, token TEXT NOT NULL, device_no INTEGER NOT NULL,
-                                 bundle_id TEXT NOT NULL, topic TEXT NOT NULL, UNIQUE (token, device_no, bundle_id, topic));
-        INSERT INTO gw_targets (token, device_no, bundle_id, topic)
-            SELECT DISTINCT p.token, d.device_no, p.bundle_id, p.topic FROM gw_pushes p JOIN gw_devices d ON d.device_id = p.device_id;
-        DROP INDEX gw_pushes_open;
-        DROP INDEX gw_pushes_device;
-        ALTER TABLE gw_pushes RENAME TO gw_pushes_v2;
-        CREATE TABLE gw_pushes (seq INTEGER PRIMARY KEY AUTOINCREMENT, device_no INTEGER NOT NULL, target_no INTEGER NOT NULL,
-                                apns_id TEXT NOT NULL, push_type TEXT NOT NULL, priority INTEGER NOT NULL, collapse_id TEXT,
-                                expires_at INTEGER NOT NULL, accepted_at INTEGER NOT NULL, stored_at INTEGER NOT NULL,
-                                delivered_at INTEGER, discarded_at INTEGER, discard_reason TEXT, presented_at INTEGER,
-                                answered_at INTEGER, payload BLOB NOT NULL);
-        INSERT INTO gw_pushes (seq, device_no, target_no, apns_id, push_type, priority, collapse_id, expires_at, accepted_at,
-                               stored_at, delivered_at, discarded_at, discard_reason, presented_at, answered_at, payload)
-            SELECT p.seq, d.device_no, t.target_no, p.apns_id, p.push_type, p.priority, p.collapse_id, p.expires_at, p.accepted_at,
-                   p.stored_at, p.delivered_at, p.discarded_at, p.discard_reason, p.presented_at, p.answered_at, p.payload
-            FROM gw_pushes_v2 p JOIN gw_devices d ON d.device_id = p.device_id
-            JOIN gw_targets t ON t.token = p.token AND t.device_no = d.device_no AND t.bundle_id = p.bundle_id AND t.topic = p.topic
-            ORDER BY p.seq;
-        -- Sequences are never reused (devices dedupe by them): carry AUTOINCREMENT's high-water
-        -- mark over, which is above every remaining row when the newest pushes were pruned.
-        INSERT INTO sqlite_sequence (name, seq)
-            SELECT 'gw_pushes', 0 WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'gw_pushes');
-        UPDATE sqlite_sequence SET seq = MAX(seq, COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'gw_pushes_v2'), 0))
-            WHERE name = 'gw_pushes';
-        DROP TABLE gw_pushes_v2;
-        CREATE INDEX gw_pushes_device ON gw_pushes(device_no, seq);
-        """
-
-    /// Sequences issued by the commit instead of `AUTOINCREMENT` (docs/gateway.md, "Storage
-    /// and delivery"): `AUTOINCREMENT` read and rewrote `sqlite_sequence` in every `INSERT`.
-    /// `gw_push_sequence.reserved_through` is at or above every sequence a committed push ever
-    /// had; the commit that would go past it raises it by `sequenceReservation` in the same
-    /// transaction, so a restart (also after `kill -9`, also when the newest pushes were
-    /// pruned) continues above it and never issues a sequence twice. The log is copied once
-    /// (a table cannot drop `AUTOINCREMENT` in place); every push keeps its sequence.
-    static let v4Migration = """
-        CREATE TABLE gw_push_sequence (id INTEGER PRIMARY KEY CHECK (id = 1), reserved_through INTEGER NOT NULL);
-        INSERT INTO gw_push_sequence (id, reserved_through)
-            SELECT 1, MAX(COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'gw_pushes'), 0),
-                          COALESCE((SELECT MAX(seq) FROM gw_pushes), 0));
-        DROP INDEX gw_pushes_device;
-        ALTER TABLE gw_pushes RENAME TO gw_pushes_v3;
-        CREATE TABLE gw_pushes (seq INTEGER PRIMARY KEY, device_no INTEGER NOT NULL, target_no INTEGER NOT NULL,
-                                apns_id TEXT NOT NULL, push_type TEXT NOT NULL, priority INTEGER NOT NULL, collapse_id TEXT,
-                                expires_at INTEGER NOT NULL, accepted_at INTEGER NOT NULL, stored_at INTEGER NOT NULL,
-                                delivered_at INTEGER, discarded_at INTEGER, discard_reason TEXT, presented_at INTEGER,
-                                answered_at INTEGER, payload BLOB NOT NULL);
-        INSERT INTO gw_pushes (seq, device_no, target_no, apns_id, push_type, priority, collapse_id, expires_at, accepted_at,
-                               stored_at, delivered_at, discarded_at, discard_reason, presented_at, answered_at, payload)
-            SELECT seq, device_no, target_no, apns_id, push_type, priority, collapse_id, expires_at, accepted_at,
-                   stored_at, delivered_at, discarded_at, discard_reason, presented_at, answered_at, payload
-            FROM gw_pushes_v3 ORDER BY seq;
-        DROP TABLE gw_pushes_v3;
-        CREATE INDEX gw_pushes_device ON gw_pushes(device_no, seq);
-        """
-
     /// How far past the last issued sequence a commit reserves: the reservation is written
     /// about once per this many pushes, and a restart skips at most this many numbers.
     static let sequenceReservation: Int64 = 4_096
@@ -238,149 +117,12 @@ public final class SQLiteGatewayStore: GroupCommitsEvents {
 
     private let sequences: Mutex<Sequences>
 
-    private func write<T>(_ body: (Database) throws -> T) throws(GatewayStoreError) -> T {
+    func write<T>(_ body: (Database) throws -> T) throws(GatewayStoreError) -> T {
         do { return try pool.write(body) } catch let error as GatewayStoreError { throw error } catch { throw .backend("\(error)") }
     }
 
-    private func read<T>(_ body: (Database) throws -> T) throws(GatewayStoreError) -> T {
+    func read<T>(_ body: (Database) throws -> T) throws(GatewayStoreError) -> T {
         do { return try pool.read(body) } catch let error as GatewayStoreError { throw error } catch { throw .backend("\(error)") }
-    }
-
-    // MARK: Registry
-
-    public func addKey(_ key: ProviderKeyRecord) throws(GatewayStoreError) {
-        try write { db in
-            if try Bool.fetchOne(db, sql: "SELECT 1 FROM gw_keys WHERE key_id = ?", arguments: [key.keyID]) != nil {
-                throw GatewayStoreError.duplicate("key \(key.keyID)")
-            }
-            try db.execute(sql: "INSERT INTO gw_keys VALUES (?, ?, ?, ?, ?)",
-                           arguments: [key.keyID, key.teamID, key.publicKey, key.environment?.rawValue, key.createdAt])
-        }
-    }
-
-    private static func keyRecord(_ row: Row) -> ProviderKeyRecord {
-        ProviderKeyRecord(keyID: row["key_id"], teamID: row["team_id"], publicKey: row["public_key"],
-                          environment: (row["environment"] as String?).map(APNsEnvironment.init(rawValue:)), createdAt: row["created_at"])
-    }
-
-    public func key(id: String) throws(GatewayStoreError) -> ProviderKeyRecord? {
-        try read { db in try Row.fetchOne(db, sql: "SELECT * FROM gw_keys WHERE key_id = ?", arguments: [id]).map(Self.keyRecord) }
-    }
-
-    public func keys() throws(GatewayStoreError) -> [ProviderKeyRecord] {
-        try read { db in try Row.fetchAll(db, sql: "SELECT * FROM gw_keys ORDER BY key_id").map(Self.keyRecord) }
-    }
-
-    /// A gateway running on this file sees it at its next registry refresh
-    /// (`GatewayConfiguration.registryRefreshInterval`): SQLite has no notifications.
-    @discardableResult
-    public func revokeKey(id: String) throws(GatewayStoreError) -> ProviderKeyRecord {
-        try write { db in
-            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM gw_keys WHERE key_id = ?", arguments: [id]) else {
-                throw GatewayStoreError.notFound("key \(id)")
-            }
-            try db.execute(sql: "DELETE FROM gw_keys WHERE key_id = ?", arguments: [id])
-            return Self.keyRecord(row)
-        }
-    }
-
-    private static func appRecord(_ row: Row) -> GatewayAppRecord {
-        GatewayAppRecord(bundleID: row["bundle_id"], teamID: row["team_id"],
-                  storagePolicy: StoragePolicy(rawValue: row["storage_policy"]) ?? .apns, createdAt: row["created_at"])
-    }
-
-    public func registerApp(_ app: GatewayAppRecord) throws(GatewayStoreError) {
-        try write { db in
-            if let existing = try Row.fetchOne(db, sql: "SELECT * FROM gw_apps WHERE bundle_id = ?", arguments: [app.bundleID]).map(Self.appRecord) {
-                guard existing.teamID == app.teamID else { throw GatewayStoreError.duplicate("app \(app.bundleID)") }
-                try db.execute(sql: "UPDATE gw_apps SET storage_policy = ? WHERE bundle_id = ?", arguments: [app.storagePolicy.rawValue, app.bundleID])
-            } else {
-                try db.execute(sql: "INSERT INTO gw_apps VALUES (?, ?, ?, ?)",
-                               arguments: [app.bundleID, app.teamID, app.storagePolicy.rawValue, app.createdAt])
-            }
-        }
-    }
-
-    public func app(bundleID: String) throws(GatewayStoreError) -> GatewayAppRecord? {
-        try read { db in try Row.fetchOne(db, sql: "SELECT * FROM gw_apps WHERE bundle_id = ?", arguments: [bundleID]).map(Self.appRecord) }
-    }
-
-    public func apps() throws(GatewayStoreError) -> [GatewayAppRecord] {
-        try read { db in try Row.fetchAll(db, sql: "SELECT * FROM gw_apps ORDER BY bundle_id").map(Self.appRecord) }
-    }
-
-    // MARK: Devices
-
-    public func registerDevice(_ device: GatewayDeviceRecord) throws(GatewayStoreError) {
-        try write { db in
-            // A device first seen in a push (numbered by the commit) gets its key here.
-            try db.execute(sql: """
-                INSERT INTO gw_devices (device_id, public_key, created_at) VALUES (?, ?, ?)
-                ON CONFLICT (device_id) DO UPDATE SET public_key = excluded.public_key, created_at = excluded.created_at
-                WHERE gw_devices.public_key IS NULL
-                """, arguments: [device.deviceID, device.publicKey, device.createdAt])
-        }
-    }
-
-    public func device(id: String) throws(GatewayStoreError) -> GatewayDeviceRecord? {
-        try read { db in
-            try Row.fetchOne(db, sql: "SELECT public_key, created_at FROM gw_devices WHERE device_id = ? AND public_key IS NOT NULL",
-                             arguments: [id]).map {
-                GatewayDeviceRecord(deviceID: id, publicKey: $0[0], createdAt: $0[1])
-            }
-        }
-    }
-
-    private static func tokenRecord(_ row: Row) -> DeviceTokenRecord {
-        DeviceTokenRecord(token: row["token"], deviceID: row["device_id"], bundleID: row["bundle_id"],
-                          environment: APNsEnvironment(rawValue: row["environment"]), createdAt: row["created_at"],
-                          unregisteredAt: row["unregistered_at"])
-    }
-
-    public func addToken(_ token: DeviceTokenRecord) throws(GatewayStoreError) {
-        try write { db in
-            if try Bool.fetchOne(db, sql: "SELECT 1 FROM gw_tokens WHERE token = ?", arguments: [token.token]) != nil {
-                throw GatewayStoreError.duplicate("token")
-            }
-            try db.execute(sql: "INSERT INTO gw_tokens VALUES (?, ?, ?, ?, ?, ?)",
-                           arguments: [token.token, token.deviceID, token.bundleID, token.environment.rawValue, token.createdAt, token.unregisteredAt])
-        }
-    }
-
-    public func token(_ token: String) throws(GatewayStoreError) -> DeviceTokenRecord? {
-        try read { db in try Row.fetchOne(db, sql: "SELECT * FROM gw_tokens WHERE token = ?", arguments: [token]).map(Self.tokenRecord) }
-    }
-
-    public func activeToken(deviceID: String, bundleID: String, environment: APNsEnvironment) throws(GatewayStoreError) -> DeviceTokenRecord? {
-        try read { db in
-            try Row.fetchOne(db, sql: """
-                SELECT * FROM gw_tokens WHERE device_id = ? AND bundle_id = ? AND environment = ? AND unregistered_at IS NULL
-                """, arguments: [deviceID, bundleID, environment.rawValue]).map(Self.tokenRecord)
-        }
-    }
-
-    public func tokenCount(deviceID: String) throws(GatewayStoreError) -> Int {
-        try read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM gw_tokens WHERE device_id = ?", arguments: [deviceID]) ?? 0 }
-    }
-
-    public func unregisterTokens(deviceID: String, bundleID: String, at: EpochMilliseconds) throws(GatewayStoreError) -> [DeviceTokenRecord] {
-        try write { db in
-            let live = try Row.fetchAll(db, sql: "SELECT * FROM gw_tokens WHERE device_id = ? AND bundle_id = ? AND unregistered_at IS NULL",
-                                        arguments: [deviceID, bundleID]).map(Self.tokenRecord)
-            for record in live {
-                try db.execute(sql: "UPDATE gw_tokens SET unregistered_at = ? WHERE token = ?", arguments: [at, record.token])
-                // Through (device_no, seq) from each target's device watermark: the device's
-                // open pushes only, never a scan of the log by token.
-                try db.execute(sql: """
-                    UPDATE gw_pushes SET discarded_at = ?, discard_reason = 'unregistered'
-                    WHERE seq IN (
-                        SELECT p.seq FROM gw_targets t CROSS JOIN gw_devices d ON d.device_no = t.device_no
-                        CROSS JOIN gw_pushes p INDEXED BY gw_pushes_device ON p.device_no = t.device_no AND p.seq >= d.open_from
-                        WHERE t.token = ? AND p.target_no = t.target_no AND p.delivered_at IS NULL AND p.discarded_at IS NULL)
-                    """, arguments: [at, record.token])
-            }
-            return live.map { var r = $0; r.unregisteredAt = at; return r }
-        }
     }
 
     // MARK: Push log
@@ -572,7 +314,7 @@ public final class SQLiteGatewayStore: GroupCommitsEvents {
     /// pushes finished since it was last moved. Read-only (off the writer): the walk covers
     /// each finished push about once, and a stale answer is still true, because a finished
     /// push stays finished and pushes committed later get larger sequences.
-    private static func openStart(deviceNo: Int64, from watermark: Int64, db: Database) throws -> Int64 {
+    static func openStart(deviceNo: Int64, from watermark: Int64, db: Database) throws -> Int64 {
         if let first = try Int64.fetchOne(db.cachedStatement(sql: """
             SELECT seq FROM gw_pushes INDEXED BY gw_pushes_device
             WHERE device_no = ? AND seq >= ? AND delivered_at IS NULL AND discarded_at IS NULL ORDER BY seq LIMIT 1
@@ -584,7 +326,7 @@ public final class SQLiteGatewayStore: GroupCommitsEvents {
         return max(watermark, (last ?? watermark - 1) + 1)
     }
 
-    private static func moveWatermark(deviceNo: Int64, to start: Int64, db: Database) throws {
+    static func moveWatermark(deviceNo: Int64, to start: Int64, db: Database) throws {
         try db.cachedStatement(sql: "UPDATE gw_devices SET open_from = ? WHERE device_no = ? AND open_from < ?")
             .execute(arguments: [start, deviceNo, start])
     }
@@ -798,57 +540,5 @@ public final class SQLiteGatewayStore: GroupCommitsEvents {
             try BoundTexts.stepAndReset(s, db: db, code)
         }
         return db.changesCount > 0
-    }
-
-    public func expirePushes(now: EpochMilliseconds, limit: Int) throws(GatewayStoreError) -> Int {
-        // The walk off the writer: each device's watermark moved past its finished pushes, then
-        // up to `limit` expired open pushes from there. The write re-checks each.
-        let (watermarks, candidates): ([(Int64, Int64)], [Int64]) = try read { db in
-            var moved: [(Int64, Int64)] = []
-            var candidates: [Int64] = []
-            let open = try db.cachedStatement(sql: """
-                SELECT seq FROM gw_pushes INDEXED BY gw_pushes_device
-                WHERE device_no = ? AND seq >= ? AND delivered_at IS NULL AND discarded_at IS NULL AND expires_at <= ? LIMIT ?
-                """)
-            for row in try Row.fetchAll(db, sql: "SELECT device_no, open_from FROM gw_devices") {
-                let device: Int64 = row[0], watermark: Int64 = row[1]
-                let start = try Self.openStart(deviceNo: device, from: watermark, db: db)
-                if start > watermark { moved.append((device, start)) }
-                if candidates.count < limit {
-                    candidates += try Int64.fetchAll(open, arguments: [device, start, now, limit - candidates.count])
-                }
-            }
-            return (moved, candidates)
-        }
-        return try write { db in
-            for (device, start) in watermarks { try Self.moveWatermark(deviceNo: device, to: start, db: db) }
-            let expire = try db.cachedStatement(sql: """
-                UPDATE gw_pushes SET discarded_at = ?, discard_reason = 'expired'
-                WHERE seq = ? AND delivered_at IS NULL AND discarded_at IS NULL
-                """)
-            var count = 0
-            for seq in candidates {
-                try expire.execute(arguments: [now, seq])
-                count += db.changesCount
-            }
-            return count
-        }
-    }
-
-    public func prunePushes(finishedBefore cutoff: EpochMilliseconds, limit: Int) throws(GatewayStoreError) -> Int {
-        try write { db in
-            // Oldest first through the rowid: the push log is deleted from its start. A push
-            // finished before the cutoff was accepted before it, so the scan stops at the
-            // first push accepted since (a rowid walk over old rows only): the writer never
-            // reads the retained log, which is most of the table.
-            try db.execute(sql: """
-                DELETE FROM gw_pushes WHERE seq IN (
-                    SELECT seq FROM gw_pushes
-                    WHERE seq < COALESCE((SELECT seq FROM gw_pushes WHERE accepted_at >= ? ORDER BY seq LIMIT 1), 9223372036854775807)
-                      AND ((delivered_at IS NOT NULL AND delivered_at < ?) OR (discarded_at IS NOT NULL AND discarded_at < ?))
-                    ORDER BY seq LIMIT ?)
-                """, arguments: [cutoff, cutoff, cutoff, limit])
-            return db.changesCount
-        }
     }
 }
