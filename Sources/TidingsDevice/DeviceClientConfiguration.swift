@@ -1,7 +1,5 @@
 import Crypto
-import Foundation
 import NIOCore
-import TidingsCore
 
 /// How to reach a gateway's device channel and who this device is.
 public struct DeviceClientConfiguration: Sendable {

@@ -104,7 +104,8 @@ public final class Gateway: Service, Sendable {
 
     /// Records a later stage (presented, answered) of a push, as a device's `event` message
     /// does. Devices — the daemon of `tidings serve` among them, which connects to the device
-    /// channel like any other — report theirs through that channel; this is for an embedder.
+    /// channel like any other — report theirs through that channel. Nothing in Tidings calls
+    /// this; it is for code that embeds the gateway (and for tests).
     @discardableResult
     public func recordDeliveryEvent(_ event: DeliveryEvent, apnsID: String, deviceID: String) async throws -> Bool {
         let store = core.store

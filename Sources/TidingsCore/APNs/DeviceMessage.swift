@@ -1,4 +1,3 @@
-import Crypto
 import Foundation
 
 /// The device channel's messages (docs/device-protocol.md): JSON objects with a `type`,

@@ -1,7 +1,4 @@
-import Foundation
 import GRDB
-import TidingsCore
-import TidingsStorage
 
 /// The gateway database's schema history: each migration as it ran, oldest first.
 extension SQLiteGatewayStore {
